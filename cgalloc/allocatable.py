@@ -1,0 +1,185 @@
+"""Node Allocatable as the kubelet computes it, with every term that went into it.
+
+Two results differ on purpose (pkg/kubelet/cm/node_container_manager_linux.go and
+pkg/kubelet/nodestatus/setters.go):
+
+* node-status Allocatable = capacity − system-reserved − kube-reserved − hard-eviction
+  (memory.available, nodefs.available), then − every hugepages-* capacity from memory;
+* the kubepods cgroup limits = capacity − system-reserved − kube-reserved over the internal
+  capacity (cpu, memory, hugepages-*, pid): no eviction term, so the eviction manager acts before
+  the kernel OOM-kills. Without "pods" enforced they are the full capacity.
+
+Values are clamped at 0, as the kubelet does. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cgalloc import eviction
+from cgalloc.config import NodeConfig
+from cgalloc.errors import InputError
+from cgalloc.quantity import Quantity
+from cgalloc.resources import (
+    CPU,
+    EPHEMERAL_STORAGE,
+    MEMORY,
+    PID,
+    ResourceList,
+    add,
+    is_hugepages,
+    subtract_clamped,
+)
+
+# What a reserved cgroup's limits hold (getCgroupConfigInternal); ephemeral-storage has no cgroup.
+FULL_RESOURCES = (CPU, MEMORY, PID)
+COMPRESSIBLE_RESOURCES = (CPU,)
+
+
+@dataclass(frozen=True)
+class Term:
+    """One subtraction: ``quantity`` of ``resource`` taken by ``source``."""
+
+    resource: str
+    source: str  # "kube-reserved", "system-reserved", "eviction-hard memory.available<100Mi", ...
+    quantity: Quantity
+    lowers_kubepods: bool = False  # also subtracted from the kubepods cgroup limit
+
+
+@dataclass(frozen=True)
+class Allocatable:
+    """Node-status Allocatable, the cgroup limits, and how they were reached."""
+
+    capacity: ResourceList  # as `kubectl describe node` shows (no pid)
+    allocatable: ResourceList  # node-status Allocatable
+    kubepods: ResourceList  # kubepods cgroup limits (cpu, memory, pid, hugepages-*)
+    kube_reserved: ResourceList | None  # limits for the kube-reserved cgroup when enforced
+    system_reserved: ResourceList | None
+    breakdown: tuple[Term, ...]  # every subtraction
+    warnings: tuple[str, ...]
+    # Why enforcing this would fail (kubelet wording); see check_enforceable.
+    enforce_problems: tuple[str, ...] = ()
+
+
+def effective_reservations(cfg: NodeConfig) -> tuple[ResourceList, ResourceList]:
+    """(kube, system) reservations after --reserved-cpus: the set's size replaces both CPU values.
+
+    The kubelet (cmd/kubelet/app/server.go) deletes kubeReserved cpu and sets systemReserved cpu
+    to the number of reserved CPUs.
+    """
+    kube, system = dict(cfg.kube_reserved), dict(cfg.system_reserved)
+    if cfg.reserved_cpus:
+        kube.pop(CPU, None)
+        system[CPU] = Quantity.parse(str(len(cfg.reserved_cpus)))
+    return kube, system
+
+
+def _over_capacity(name: str, reserved: Quantity, capacity: Quantity) -> str:
+    return (
+        f'Resource "{name}" has a reservation of {reserved} but capacity of {capacity}.'
+        " Expected capacity >= reservation."
+    )
+
+
+def _reserved_cgroup(
+    kind: str, reserved: ResourceList, cfg: NodeConfig, problems: list[str], warnings: list[str]
+) -> ResourceList | None:
+    """Limits of the ``kind``-reserved cgroup when it is enforced, else None."""
+    enforce = cfg.enforce_node_allocatable
+    if kind in enforce:
+        keep = FULL_RESOURCES
+    elif f"{kind}-compressible" in enforce:
+        keep = COMPRESSIBLE_RESOURCES
+    else:
+        return None
+    limits = {name: q for name, q in reserved.items() if name in keep}
+    if not limits:
+        field = (
+            "kubeReserved (--kube-reserved)"
+            if kind == "kube"
+            else ("systemReserved (--system-reserved)")
+        )
+        what = " or ".join(keep)
+        problems.append(
+            f"{kind}-reserved is enforced but {field} reserves no {what};"
+            f" reserve {what} or stop enforcing {kind}-reserved."
+        )
+        warnings.append(f"{kind}-reserved is enforced but {field} reserves no {what}.")
+    return limits
+
+
+def compute(cfg: NodeConfig, capacity: Mapping[str, Quantity]) -> Allocatable:
+    """Allocatable, kubepods and reserved-cgroup limits for ``cfg`` on a node of ``capacity``."""
+    kube, system = effective_reservations(cfg)
+    thresholds = {} if cfg.ignore_eviction else cfg.eviction_hard
+    evicted = eviction.reservation(thresholds, dict(capacity))
+    enforce_pods = cfg.cgroups_per_qos and "pods" in cfg.enforce_node_allocatable
+    terms: list[Term] = []
+    warnings: list[str] = []
+    problems: list[str] = []
+
+    # GetNodeAllocatableReservation: only keys present in capacity count.
+    reservation: ResourceList = {}
+    for name, cap in sorted(capacity.items()):
+        total = Quantity.from_int(0)
+        for source, rl in (("system-reserved", system), ("kube-reserved", kube)):
+            if name in rl:
+                total = total + rl[name]
+                terms.append(Term(name, source, rl[name], lowers_kubepods=enforce_pods))
+        if name in evicted:
+            total = total + evicted[name]
+            source = next(
+                f"eviction-hard {t}"
+                for s, t in thresholds.items()
+                if eviction.RESERVING_SIGNALS.get(s) == name
+            )
+            terms.append(Term(name, source, evicted[name]))
+        if total:
+            reservation[name] = total
+        if total > cap:
+            problems.append(_over_capacity(name, total, cap))
+            shown = "the kubepods limit" if name == PID else "Allocatable"
+            warnings.append(
+                f"{name}: the reservation of {total} exceeds the capacity of {cap}, so {shown}"
+                " shows 0; the kubelet would refuse to start with this configuration."
+            )
+
+    node_capacity = {k: v for k, v in capacity.items() if k != PID}
+    allocatable = subtract_clamped(node_capacity, reservation)
+    # The node-status setter takes every hugepages capacity from allocatable memory.
+    for name, pages in sorted(node_capacity.items()):
+        if is_hugepages(name) and MEMORY in allocatable:
+            terms.append(Term(MEMORY, name, pages))
+            if pages > allocatable[MEMORY] and pages:
+                warnings.append(
+                    f"memory: {name} ({pages}) exceeds what remains of memory"
+                    f" ({allocatable[MEMORY]}), so Allocatable memory shows 0."
+                )
+            allocatable[MEMORY] = subtract_clamped({MEMORY: allocatable[MEMORY]}, {MEMORY: pages})[
+                MEMORY
+            ]
+
+    internal = {k: v for k, v in capacity.items() if k != EPHEMERAL_STORAGE}
+    kubepods = subtract_clamped(internal, add(system, kube)) if enforce_pods else dict(internal)
+
+    kube_limits = _reserved_cgroup("kube", kube, cfg, problems, warnings)
+    system_limits = _reserved_cgroup("system", system, cfg, problems, warnings)
+    return Allocatable(
+        capacity=node_capacity,
+        allocatable=allocatable,
+        kubepods=kubepods,
+        kube_reserved=kube_limits,
+        system_reserved=system_limits,
+        breakdown=tuple(terms),
+        warnings=tuple(warnings),
+        enforce_problems=tuple(problems),
+    )
+
+
+def check_enforceable(result: Allocatable) -> None:
+    """Raise InputError when enforcing ``result`` would fail as the kubelet's start-up would."""
+    if result.enforce_problems:
+        raise InputError(
+            [f"invalid Node Allocatable configuration: {p}" for p in result.enforce_problems]
+        )

@@ -1,0 +1,316 @@
+"""Apply a plan through the C core, all or nothing; and tear down what cgalloc created.
+
+Every change is journaled before it is made (see :mod:`cgalloc.ownership`). If one fails,
+the changes already made are undone in reverse — values restored, processes moved back,
+controllers disabled, created cgroups removed deepest first — and the error says so.
+
+Test-only switches (environment, all off by default; never set them on a real node):
+
+- ``CGALLOC_TEST_ALLOW_ANY_FS=1``: accept a hierarchy root that is not a cgroup filesystem
+  (a fake tree in a temporary directory).
+- ``CGALLOC_TEST_KERNEL=module:object``: with the above, an object with
+  ``after_mkdir(mount, path)``, ``before_rmdir(mount, path)`` and
+  ``on_write(mount, relpath, value) -> content`` that stands in for the kernel populating and
+  clearing a fake cgroup directory and resolving ``+cpu``/``-cpu`` in ``cgroup.subtree_control``.
+- ``CGALLOC_TEST_MOUNTINFO=FILE``: with the above, read the mounts from FILE instead of
+  ``/proc/self/mountinfo`` (a fake tree describes itself there).
+- ``CGALLOC_TEST_PAUSE_AFTER_WRITES=N``: sleep after N changes (to kill a run midway).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import importlib
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from cgalloc import core
+from cgalloc.errors import CgallocError
+from cgalloc.ownership import Record, StateDir, journal_entry
+from cgalloc.plan import Action, Plan, read_file
+
+WriteError = getattr(core, "WriteError", OSError)
+
+
+class KernelHooks(Protocol):
+    def after_mkdir(self, mount: str, path: str) -> None: ...
+    def before_rmdir(self, mount: str, path: str) -> None: ...
+    def on_write(self, mount: str, relpath: str, value: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class TestSwitches:
+    """The test-only environment switches (module docstring)."""
+
+    allow_any_fs: bool = False
+    kernel: KernelHooks | None = None
+    pause_after: int | None = None
+    mountinfo: str = "/proc/self/mountinfo"
+
+    @classmethod
+    def from_env(cls, env=os.environ) -> TestSwitches:
+        allow = env.get("CGALLOC_TEST_ALLOW_ANY_FS") == "1"
+        kernel = None
+        spec = env.get("CGALLOC_TEST_KERNEL")
+        if allow and spec:
+            module, _, attr = spec.partition(":")
+            kernel = getattr(importlib.import_module(module), attr)
+        pause = env.get("CGALLOC_TEST_PAUSE_AFTER_WRITES")
+        mountinfo = env.get("CGALLOC_TEST_MOUNTINFO") if allow else None
+        return cls(
+            allow, kernel, int(pause) if pause else None, mountinfo or "/proc/self/mountinfo"
+        )
+
+
+@dataclass
+class Result:
+    """What a run changed; ``done`` lists the actions made, in order."""
+
+    root: str
+    done: list[Action] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)  # teardown: what it left, and why
+
+    @property
+    def writes(self) -> int:
+        return len(self.done)
+
+    def summary(self) -> str:
+        if not self.done:
+            return "no changes: 0 writes"
+        return f"applied {len(self.done)} changes"
+
+    def to_json(self) -> dict:
+        return {
+            "writes": self.writes,
+            "done": [a.to_json(self.root) for a in self.done],
+            "kept": list(self.kept),
+        }
+
+
+class Roots:
+    """One core root per hierarchy mount, opened on first use."""
+
+    def __init__(self, opener: Callable | None = None, allow_any_fs: bool = False):
+        self._opener = opener or core.open_root
+        self._allow = allow_any_fs
+        self._roots: dict[str, object] = {}
+
+    def __getitem__(self, mount: str):
+        if mount not in self._roots:
+            self._roots[mount] = self._opener(mount, allow_any_fs=self._allow)
+        return self._roots[mount]
+
+
+def _rel(path: str, file: str = "") -> str:
+    return os.path.join(path, file) if path else file
+
+
+def _write(roots: Roots, mount: str, rel: str, value: str, kernel: KernelHooks | None) -> None:
+    if kernel is not None:
+        value = kernel.on_write(mount, rel, value)
+    roots[mount].write(rel, value)
+
+
+def _perform(roots: Roots, a: Action, kernel: KernelHooks | None) -> None:
+    if a.kind == "mkdir":
+        roots[a.mount].mkdir(a.path)
+        if kernel is not None:
+            kernel.after_mkdir(a.mount, a.path)
+    else:
+        _write(roots, a.mount, _rel(a.path, a.file), a.new, kernel)
+
+
+def _undo(roots: Roots, a: Action, kernel: KernelHooks | None, created: set) -> None:
+    if a.kind == "mkdir":
+        if kernel is not None:
+            kernel.before_rmdir(a.mount, a.path)
+        roots[a.mount].rmdir(a.path)
+    elif a.kind == "enable":
+        _write(roots, a.mount, _rel(a.path, a.file), a.new.replace("+", "-"), kernel)
+    elif a.kind == "move":
+        rel = _rel(a.old.strip("/"), "cgroup.procs")
+        with contextlib.suppress(ProcessLookupError):
+            _move(roots, a.mount, rel, a.new, kernel)
+    elif (a.mount, a.path) not in created and a.old is not None:
+        # An empty value cannot be written as zero bytes; a newline clears the same way.
+        _write(roots, a.mount, _rel(a.path, a.file), a.old or "\n", kernel)
+
+
+def _move(roots: Roots, mount: str, rel: str, pid: str, kernel: KernelHooks | None) -> None:
+    """Move a pid; a process that exited meanwhile is not an error (ProcessLookupError)."""
+    try:
+        _write(roots, mount, rel, pid, kernel)
+    except (OSError, WriteError) as exc:
+        if getattr(exc, "errno", None) == errno.ESRCH:
+            raise ProcessLookupError(pid) from exc
+        raise
+
+
+def _reason(exc: BaseException) -> str:
+    code = getattr(exc, "errno", None)
+    if code:
+        return f"{os.strerror(code)} (errno {code})"
+    return str(exc) or type(exc).__name__
+
+
+def apply(
+    plan: Plan,
+    state: StateDir,
+    record: Record,
+    *,
+    roots: Roots | None = None,
+    switches: TestSwitches = TestSwitches(),
+) -> Result:
+    """Make every action of ``plan``; on the first failure undo them all and raise.
+
+    The caller holds ``state``'s lock and built ``plan`` under it. ``record`` is updated and
+    saved on success.
+    """
+    roots = roots or Roots(allow_any_fs=switches.allow_any_fs)
+    result = Result(plan.root)
+    created: set[tuple[str, str]] = set()
+    for count, a in enumerate(plan.actions, start=1):
+        if a.kind != "move":
+            controllers = a.new.replace("+", "").split() if a.kind == "enable" else ()
+            state.append(journal_entry(a.kind, a.mount, a.path, a.file, a.old, controllers))
+        try:
+            if a.kind == "move":
+                _move(roots, a.mount, _rel(a.path, a.file), a.new, switches.kernel)
+            else:
+                _perform(roots, a, switches.kernel)
+        except ProcessLookupError:
+            continue
+        except (OSError, WriteError) as exc:
+            failed = f"{a.describe(plan.root)} failed: {_reason(exc)}"
+            problems = _rollback(roots, result.done, switches.kernel, created, plan.root)
+            if problems:
+                state.save(_fold(record, result.done, created, problems))
+                raise CgallocError(
+                    "\n".join(
+                        [
+                            failed,
+                            "rollback was incomplete; still changed:",
+                            *problems,
+                            "the record of what cgalloc changed keeps these for teardown.",
+                        ]
+                    )
+                ) from exc
+            state.discard_journal()
+            raise CgallocError(
+                f"{failed}; all {len(result.done)} earlier changes were undone, "
+                "the node is as it was."
+            ) from exc
+        if a.kind == "mkdir":
+            created.add((a.mount, a.path))
+        result.done.append(a)
+        if switches.pause_after is not None and count == switches.pause_after:
+            print(f"cgalloc: test pause after {count} changes", file=sys.stderr, flush=True)
+            time.sleep(3600)
+    if result.done:
+        state.save(_fold(record, result.done, created))
+    else:
+        state.discard_journal()
+    return result
+
+
+def _fold(record: Record, done: list[Action], created: set, failed_undo=()) -> Record:
+    for a in done:
+        if a.kind == "move":
+            continue
+        controllers = a.new.replace("+", "").split() if a.kind == "enable" else ()
+        record.note(journal_entry(a.kind, a.mount, a.path, a.file, a.old, controllers))
+    return record
+
+
+def _rollback(roots: Roots, done: list[Action], kernel, created: set, root: str) -> list[str]:
+    """Undo ``done`` in reverse; returns what could not be undone."""
+    problems = []
+    for a in reversed(done):
+        try:
+            _undo(roots, a, kernel, created)
+        except (OSError, WriteError) as exc:
+            problems.append(f"  undo of {a.describe(root)}: {_reason(exc)}")
+    return problems
+
+
+# ---------------------------------------------------------------- teardown
+
+
+def _depth(path: str) -> int:
+    return path.count("/") + 1 if path else 0
+
+
+def _has_procs(mount: str, path: str) -> bool:
+    return bool((read_file(mount, path, "cgroup.procs") or "").strip())
+
+
+def teardown(
+    root: str,
+    state: StateDir,
+    record: Record,
+    *,
+    roots: Roots | None = None,
+    switches: TestSwitches = TestSwitches(),
+) -> Result:
+    """Undo what ``record`` says cgalloc did: restore changed values, remove the cgroups it
+    created (only when empty, deepest first), disable the controllers it enabled.
+
+    What cannot be undone stays in the record and is listed in ``Result.kept``.
+    """
+    roots = roots or Roots(allow_any_fs=switches.allow_any_fs)
+    result = Result(root)
+    for (mount, path, file), original in sorted(record.changed.items()):
+        if not os.path.isdir(os.path.join(mount, path)):
+            del record.changed[(mount, path, file)]
+            continue
+        current = read_file(mount, path, file)
+        action = Action("write", mount, path, file, current, original or "\n", cgroup=path)
+        try:
+            if current is None or current != original:
+                _write(roots, mount, _rel(path, file), original or "\n", switches.kernel)
+                result.done.append(action)
+            del record.changed[(mount, path, file)]
+        except (OSError, WriteError) as exc:
+            result.kept.append(
+                f"{action.where(root)}: restoring {original!r} failed: {_reason(exc)}"
+            )
+    for mount, path in sorted(record.created, key=lambda mp: (-_depth(mp[1]), mp)):
+        where = Action("mkdir", mount, path).where(root)
+        if not os.path.isdir(os.path.join(mount, path)):
+            record.created.discard((mount, path))
+            continue
+        if _has_procs(mount, path):
+            result.kept.append(f"{where}: kept, it still has processes")
+            continue
+        try:
+            if switches.kernel is not None:
+                switches.kernel.before_rmdir(mount, path)
+            roots[mount].rmdir(path)
+        except (OSError, WriteError) as exc:
+            result.kept.append(f"{where}: kept, rmdir failed: {_reason(exc)}")
+            continue
+        record.created.discard((mount, path))
+        result.done.append(Action("rmdir", mount, path, cgroup=path))
+    deepest_first = sorted(record.enabled.items(), key=lambda t: -_depth(t[0][1]))
+    for (mount, path), controllers in deepest_first:
+        if (mount, path) in record.created:
+            continue  # kept because it is not empty; its controllers stay enabled too
+        if not os.path.isdir(os.path.join(mount, path)):
+            del record.enabled[(mount, path)]
+            continue
+        value = " ".join("-" + c for c in sorted(controllers))
+        action = Action("enable", mount, path, "cgroup.subtree_control", None, value, path)
+        try:
+            _write(roots, mount, _rel(path, "cgroup.subtree_control"), value, switches.kernel)
+        except (OSError, WriteError) as exc:
+            result.kept.append(f"{action.where(root)}: {value} failed: {_reason(exc)}")
+            continue
+        del record.enabled[(mount, path)]
+        result.done.append(action)
+    state.save(record)
+    return result

@@ -1,0 +1,130 @@
+"""This node's capacity, read the way the kubelet (through cAdvisor) sees it.
+
+cpu = CPUs both online and in this process's affinity; memory = MemTotal (BinarySI);
+ephemeral-storage = size of the filesystem holding the kubelet root dir; pid =
+min(pid_max, threads-max); hugepages-<size> = nr_hugepages × page size. The /proc and /sys
+roots are parameters so tests can point them at a fake tree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from cgalloc.errors import HostError
+from cgalloc.quantity import BINARY_SI, Quantity
+from cgalloc.resources import CPU, EPHEMERAL_STORAGE, HUGEPAGES_PREFIX, MEMORY, PID, ResourceList
+
+CPUSET_FORM = "a CPU list such as 0-3,8"
+
+
+def parse_cpuset(text: str) -> frozenset[int]:
+    """The kernel/kubelet CPU list format: "0-2,5" -> {0, 1, 2, 5}; "" -> empty.
+
+    Raises ValueError naming the accepted form.
+    """
+    cpus: set[int] = set()
+    text = text.strip()
+    if not text:
+        return frozenset()
+    for item in text.split(","):
+        first, sep, last = item.partition("-")
+        if not first.isdigit() or (sep and not last.isdigit()):
+            raise ValueError(f"{text!r} is not {CPUSET_FORM}")
+        start, end = int(first), int(last) if sep else int(first)
+        if end < start:
+            raise ValueError(f"{text!r} has a descending range {item!r}; expected {CPUSET_FORM}")
+        cpus.update(range(start, end + 1))
+    return frozenset(cpus)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read()
+    except OSError as err:
+        raise HostError(f"cannot read {path}: {err.strerror or err}.") from None
+
+
+def online_cpus(sys_root: str = "/sys", affinity: Iterable[int] | None = None) -> frozenset[int]:
+    """CPUs online (``<sys>/devices/system/cpu/online``) and usable here (sched_getaffinity)."""
+    online = parse_cpuset(_read(os.path.join(sys_root, "devices/system/cpu/online")))
+    usable = os.sched_getaffinity(0) if affinity is None else affinity
+    return online & frozenset(usable)
+
+
+def mem_total_bytes(proc_root: str = "/proc") -> int:
+    """MemTotal from ``<proc>/meminfo``, in bytes."""
+    path = os.path.join(proc_root, "meminfo")
+    for line in _read(path).splitlines():
+        name, _, rest = line.partition(":")
+        if name == "MemTotal":
+            fields = rest.split()
+            if fields and fields[0].isdigit():
+                return int(fields[0]) * 1024  # the kernel's "kB" is KiB
+    raise HostError(f"{path} has no MemTotal line.")
+
+
+def existing_parent(path: str) -> str:
+    """``path`` itself or its nearest existing parent directory."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def filesystem_bytes(path: str) -> int:
+    """Size of the filesystem holding ``path`` (or its nearest existing parent)."""
+    st = os.statvfs(existing_parent(path))
+    return st.f_blocks * st.f_frsize
+
+
+def max_pids(proc_root: str = "/proc") -> int:
+    """The kubelet's MaxPID: min(kernel.pid_max, kernel.threads-max)."""
+    values = []
+    for name in ("pid_max", "threads-max"):
+        path = os.path.join(proc_root, "sys/kernel", name)
+        text = _read(path).strip()
+        if not text.isdigit():
+            raise HostError(f"{path} holds {text!r}, not a number.")
+        values.append(int(text))
+    return min(values)
+
+
+def hugepages(sys_root: str = "/sys") -> ResourceList:
+    """``hugepages-<size>`` -> nr_hugepages × size, for every page size the kernel offers."""
+    base = os.path.join(sys_root, "kernel/mm/hugepages")
+    out: ResourceList = {}
+    try:
+        entries = sorted(os.listdir(base))
+    except FileNotFoundError:
+        return out  # no hugetlb support in this kernel
+    for entry in entries:
+        # directory names are "hugepages-<n>kB"
+        size_kb = entry.removeprefix("hugepages-").removesuffix("kB")
+        if not size_kb.isdigit():
+            continue
+        size = int(size_kb) * 1024
+        count = _read(os.path.join(base, entry, "nr_hugepages")).strip()
+        if not count.isdigit():
+            raise HostError(f"{base}/{entry}/nr_hugepages holds {count!r}, not a number.")
+        name = HUGEPAGES_PREFIX + str(Quantity.from_int(size, BINARY_SI))
+        out[name] = Quantity.from_int(int(count) * size, BINARY_SI)
+    return out
+
+
+def read_capacity(
+    root_dir: str = "/var/lib/kubelet",
+    proc_root: str = "/proc",
+    sys_root: str = "/sys",
+    affinity: Iterable[int] | None = None,
+) -> ResourceList:
+    """cpu, memory, ephemeral-storage, pid and hugepages-* of this node."""
+    capacity: ResourceList = {
+        CPU: Quantity.from_milli(len(online_cpus(sys_root, affinity)) * 1000),
+        MEMORY: Quantity.from_int(mem_total_bytes(proc_root), BINARY_SI),
+        EPHEMERAL_STORAGE: Quantity.from_int(filesystem_bytes(root_dir), BINARY_SI),
+        PID: Quantity.from_int(max_pids(proc_root)),
+    }
+    capacity.update(hugepages(sys_root))
+    return capacity

@@ -1,0 +1,63 @@
+"""Output for every command: the ``--output`` option and the table / JSON / YAML emitters."""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable, Sequence
+
+import typer
+import yaml
+
+
+class OutputFormat(str, enum.Enum):
+    """How a command prints its result."""
+
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+OUTPUT_HELP = (
+    "Output format: table (human-readable, kubectl-describe layout), json or yaml"
+    " (stable sorted keys, quantities as canonical strings)."
+)
+
+
+def output_option() -> typer.models.OptionInfo:
+    """The shared ``--output/-o`` option (default: table)."""
+    return typer.Option(OutputFormat.table, "--output", "-o", help=OUTPUT_HELP)
+
+
+def aligned(rows: Sequence[Sequence[str]], padding: int = 2) -> list[str]:
+    """Rows as lines with columns aligned like Go's tabwriter (cell width + ``padding``).
+
+    The last cell of a row is never padded, so no line has trailing spaces.
+    """
+    widths: dict[int, int] = {}
+    for row in rows:
+        for i, cell in enumerate(row[:-1]):
+            widths[i] = max(widths.get(i, 0), len(cell))
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(widths[i] + padding) for i, cell in enumerate(row[:-1])]
+        lines.append("".join([*cells, row[-1]]) if row else "")
+    return lines
+
+
+def dumps(data: object, fmt: OutputFormat) -> str:
+    """``data`` as JSON or YAML text with sorted keys."""
+    if fmt is OutputFormat.json:
+        return json.dumps(data, indent=2, sort_keys=True)
+    return yaml.safe_dump(data, sort_keys=True, default_flow_style=False).rstrip("\n")
+
+
+def emit(data: object, fmt: OutputFormat, table: Callable[[], str]) -> None:
+    """Print ``data`` in ``fmt``; ``table`` renders the human-readable form."""
+    typer.echo(table() if fmt is OutputFormat.table else dumps(data, fmt))
+
+
+def warn(messages: Sequence[str]) -> None:
+    """Warnings go to stderr so stdout stays machine-readable."""
+    for message in messages:
+        typer.echo(f"cgalloc: warning: {message}", err=True)

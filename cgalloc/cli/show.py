@@ -1,0 +1,138 @@
+"""``cgalloc show``: Capacity and Allocatable as ``kubectl describe node`` prints them, the cgroup
+limits that enforcing them would write, and what each reservation and threshold took."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import typer
+
+from cgalloc import tree
+from cgalloc.allocatable import Allocatable, compute
+from cgalloc.cli.inputs import NodeInputs, node_inputs
+from cgalloc.cli.render import OutputFormat, aligned, emit, output_option, warn
+from cgalloc.config import NodeConfig
+from cgalloc.errors import InputError
+from cgalloc.resources import format_list
+
+SHOW_HELP = (
+    "Show this node's Capacity and Allocatable (as `kubectl describe node` prints them), the"
+    " kubepods and reserved-cgroup limits enforcing them would write, and what every"
+    " reservation and eviction threshold took. Reads no cgroup and needs no privileges."
+)
+
+
+def _kubepods_path(cfg: NodeConfig) -> str | None:
+    if not cfg.cgroups_per_qos:
+        return None
+    try:
+        return tree.driver_path(
+            tree.kubepods_name(cfg.cgroup_root, cfg.cgroup_driver), cfg.cgroup_driver
+        )
+    except tree.CgroupNameError as err:
+        raise InputError(
+            f"cgroupRoot (--cgroup-root) {cfg.cgroup_root!r}: {err}; accepted: an absolute"
+            " cgroupfs-style name such as / or /kubelet."
+        ) from None
+
+
+def _reserved_path(value: str, label: str, driver: str) -> str:
+    try:
+        return tree.reserved_cgroup_path(value, driver)
+    except tree.CgroupNameError as err:
+        raise InputError(
+            f"{label} {value!r}: {err}; accepted: an absolute cgroup path"
+            + (", a slice name or a unit's cgroup path." if driver == "systemd" else ".")
+        ) from None
+
+
+def _cgroups(cfg: NodeConfig, alloc: Allocatable) -> dict[str, dict]:
+    """The kubepods and enforced reserved cgroups: name, mode and limits."""
+    out: dict[str, dict] = {
+        "kubepods": {
+            "cgroup": _kubepods_path(cfg),
+            "enforced": cfg.cgroups_per_qos and "pods" in cfg.enforce_node_allocatable,
+            "limits": format_list(alloc.kubepods),
+        }
+    }
+    for kind, limits, value, label in (
+        (
+            "kube-reserved",
+            alloc.kube_reserved,
+            cfg.kube_reserved_cgroup,
+            "kubeReservedCgroup (--kube-reserved-cgroup)",
+        ),
+        (
+            "system-reserved",
+            alloc.system_reserved,
+            cfg.system_reserved_cgroup,
+            "systemReservedCgroup (--system-reserved-cgroup)",
+        ),
+    ):
+        if limits is None:
+            continue
+        compressible = f"{kind}-compressible" in cfg.enforce_node_allocatable
+        out[kind] = {
+            "cgroup": _reserved_path(value, label, cfg.cgroup_driver),
+            "enforced": "compressible" if compressible else "full",
+            "limits": format_list(limits),
+        }
+    return out
+
+
+def result(cfg: NodeConfig, alloc: Allocatable) -> dict:
+    """The JSON/YAML document of ``show``."""
+    return {
+        "capacity": format_list(alloc.capacity),
+        "allocatable": format_list(alloc.allocatable),
+        **_cgroups(cfg, alloc),
+        "cgroupDriver": cfg.cgroup_driver,
+        "breakdown": [
+            {
+                "resource": t.resource,
+                "source": t.source,
+                "quantity": str(t.quantity),
+                "lowers": "allocatable, kubepods" if t.lowers_kubepods else "allocatable",
+            }
+            for t in alloc.breakdown
+        ],
+        "warnings": list(alloc.warnings),
+    }
+
+
+def _section(title: str, values: Mapping[str, str], indent: str = "  ") -> list[str]:
+    return [title, *aligned([(f"{indent}{k}:", v) for k, v in values.items()])]
+
+
+def table(doc: dict) -> str:
+    """``doc`` in the kubectl-describe layout."""
+    lines = _section("Capacity:", doc["capacity"]) + _section("Allocatable:", doc["allocatable"])
+    lines.append(f"Cgroup limits ({doc['cgroupDriver']} driver):")
+    for kind in ("kubepods", "kube-reserved", "system-reserved"):
+        entry = doc.get(kind)
+        if entry is None:
+            continue
+        name = entry["cgroup"] or "(none: cgroupsPerQOS is false)"
+        mode = entry["enforced"]
+        note = {True: "enforced", False: "not enforced: full capacity"}.get(mode, mode)
+        lines += _section(f"  {kind} {name} ({note}):", entry["limits"], indent="    ")
+    lines.append("Breakdown:")
+    rows = [("  RESOURCE", "SOURCE", "QUANTITY", "LOWERS")]
+    rows += [
+        (f"  {t['resource']}", t["source"], t["quantity"], t["lowers"]) for t in doc["breakdown"]
+    ]
+    lines += aligned(rows) if doc["breakdown"] else ["  (nothing reserved)"]
+    return "\n".join(lines)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``show`` to the app."""
+
+    @app.command("show", help=SHOW_HELP)
+    @node_inputs
+    def show(inputs: NodeInputs, output: OutputFormat = output_option()) -> None:
+        cfg, capacity = inputs.load()
+        alloc = compute(cfg, capacity)
+        doc = result(cfg, alloc)
+        warn(alloc.warnings)
+        emit(doc, output, lambda: table(doc))

@@ -1,0 +1,637 @@
+"""``NodeConfig``: node-allocatable settings merged from every input as the kubelet merges them.
+
+Layers, lowest first: the kubelet's defaults; a KubeletConfiguration file (``--config``); its
+drop-in directory (``--config-dir``, ``*.conf`` in name order, merged field by field with
+JSON-merge-patch semantics: maps merge key by key, lists are replaced); the ``kubeletArguments``
+of an OpenShift 3.x ``node-config.yaml``; and the command-line flags. Each flag layer replaces a
+field as a whole. Every problem of one run is collected and raised together as one
+:class:`InputError`, one sentence per problem naming the field and the accepted form.
+
+Pure apart from reading the named files.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import yaml
+
+from cgalloc.capacity import CPUSET_FORM, parse_cpuset
+from cgalloc.capacity import online_cpus as host_online_cpus
+from cgalloc.errors import InputError
+from cgalloc.eviction import DEFAULT_EVICTION_HARD, Threshold, ThresholdError, parse_threshold
+from cgalloc.eviction import split_pairs as split_eviction_pairs
+from cgalloc.limits import format_cpuset
+from cgalloc.quantity import Quantity, QuantityError
+from cgalloc.resources import (
+    CPU,
+    EPHEMERAL_STORAGE,
+    MEMORY,
+    PID,
+    ResourceList,
+    hugepage_size_bytes,
+    is_hugepages,
+)
+
+CONFIG_API_VERSION = "kubelet.config.k8s.io/v1beta1"
+CONFIG_KIND = "KubeletConfiguration"
+NODE_CONFIG_API_VERSION = "v1"
+NODE_CONFIG_KIND = "NodeConfig"
+DROPIN_SUFFIX = ".conf"  # the kubelet reads only these from --config-dir
+
+ENFORCE_OPTIONS = (
+    "pods",
+    "system-reserved",
+    "system-reserved-compressible",
+    "kube-reserved",
+    "kube-reserved-compressible",
+    "none",
+)
+RESERVABLE = (CPU, MEMORY, EPHEMERAL_STORAGE, PID)
+DRIVERS = ("cgroupfs", "systemd")
+DEFAULT_ROOT_DIR = "/var/lib/kubelet"
+MERGE_DEFAULT_EVICTION = "mergeDefaultEvictionSettings"
+ENFORCE_LABEL = "enforceNodeAllocatable (--enforce-node-allocatable)"
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """The validated node-allocatable settings."""
+
+    kube_reserved: ResourceList = field(default_factory=dict)
+    system_reserved: ResourceList = field(default_factory=dict)
+    eviction_hard: dict[str, Threshold] = field(default_factory=dict)
+    enforce_node_allocatable: tuple[str, ...] = ("pods",)
+    kube_reserved_cgroup: str = ""
+    system_reserved_cgroup: str = ""
+    cgroups_per_qos: bool = True
+    cgroup_driver: str = "cgroupfs"
+    cgroup_root: str = "/"
+    reserved_cpus: frozenset[int] = frozenset()
+    ignore_eviction: bool = False
+    qos_reserved: dict[str, int] = field(default_factory=dict)
+    pod_max_pids: int = -1
+    root_dir: str = DEFAULT_ROOT_DIR
+    capacity_overrides: ResourceList = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Field:
+    """One setting: its KubeletConfiguration name (None if flag-only), flag, kind, accepted form."""
+
+    config: str | None
+    flag: str
+    kind: str  # "map" | "pairs" | "list" | "str" | "bool" | "int"
+    form: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.config} (--{self.flag})" if self.config else f"--{self.flag}"
+
+
+_RESERVED_FORM = "name=quantity pairs separated by commas, such as cpu=500m,memory=1Gi,pid=1000"
+FIELDS = (
+    Field("kubeReserved", "kube-reserved", "map", _RESERVED_FORM),
+    Field("systemReserved", "system-reserved", "map", _RESERVED_FORM),
+    Field(
+        "evictionHard",
+        "eviction-hard",
+        "pairs",
+        "signal<value pairs separated by commas, such as"
+        " memory.available<100Mi,nodefs.available<10%",
+    ),
+    Field(
+        "enforceNodeAllocatable",
+        "enforce-node-allocatable",
+        "list",
+        "a comma-separated list of pods, system-reserved, system-reserved-compressible,"
+        " kube-reserved, kube-reserved-compressible, or none",
+    ),
+    Field("kubeReservedCgroup", "kube-reserved-cgroup", "str", "an absolute cgroup name"),
+    Field("systemReservedCgroup", "system-reserved-cgroup", "str", "an absolute cgroup name"),
+    Field("cgroupsPerQOS", "cgroups-per-qos", "bool", "true or false"),
+    Field("cgroupDriver", "cgroup-driver", "str", "cgroupfs or systemd"),
+    Field("cgroupRoot", "cgroup-root", "str", "an absolute cgroup name such as /"),
+    Field("reservedSystemCPUs", "reserved-cpus", "str", CPUSET_FORM),
+    Field("qosReserved", "qos-reserved", "map", "memory=N% with an integer N from 0 to 100"),
+    Field("podPidsLimit", "pod-max-pids", "int", "an integer, -1 for unlimited"),
+    Field(None, "experimental-allocatable-ignore-eviction", "bool", "true or false"),
+    Field(None, "root-dir", "str", "an absolute directory path such as /var/lib/kubelet"),
+    Field(
+        None,
+        "capacity",
+        "map",
+        "name=quantity pairs separated by commas, such as cpu=16,memory=64Gi;"
+        " names are cpu, memory, ephemeral-storage, pid or hugepages-<size>",
+    ),
+)
+BY_FLAG = {f.flag: f for f in FIELDS}
+BY_CONFIG = {f.config: f for f in FIELDS if f.config}
+# Flags a node-config.yaml may carry; cgalloc's own --capacity is command-line only.
+KUBELET_FLAGS = frozenset(BY_FLAG) - {"capacity"}
+
+DEFAULTS: dict[str, object] = {
+    "kube-reserved": {},
+    "system-reserved": {},
+    "eviction-hard": dict(DEFAULT_EVICTION_HARD),
+    "enforce-node-allocatable": ["pods"],
+    "kube-reserved-cgroup": "",
+    "system-reserved-cgroup": "",
+    "cgroups-per-qos": True,
+    "cgroup-driver": "cgroupfs",
+    "cgroup-root": "/",
+    "reserved-cpus": "",
+    "qos-reserved": {},
+    "pod-max-pids": -1,
+    "experimental-allocatable-ignore-eviction": False,
+    "root-dir": DEFAULT_ROOT_DIR,
+    "capacity": {},
+}
+
+_TRUE = ("1", "t", "T", "true", "TRUE", "True")
+_FALSE = ("0", "f", "F", "false", "FALSE", "False")
+
+
+def parse_bool(text: str) -> bool:
+    """Go's ``strconv.ParseBool``; raises ValueError."""
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(text)
+
+
+def _dedup(problems: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(problems))
+
+
+# ---- flag layers -------------------------------------------------------------------------
+
+
+def _split_map(f: Field, occurrences: Sequence[str], problems: list[str]) -> dict[str, str]:
+    """``MapStringString.Set`` over every occurrence: "k=v,k2=v2", trimmed, later keys win."""
+    out: dict[str, str] = {}
+    for text in occurrences:
+        for item in text.split(","):
+            if not item:
+                continue
+            key, sep, value = item.partition("=")
+            if not sep:
+                problems.append(f"{f.label}: malformed pair {item!r}; expected {f.form}.")
+                continue
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _fold_flag(f: Field, occurrences: Sequence[str], problems: list[str]) -> object:
+    """One flag's value from its occurrences, in the kubelet's flag semantics."""
+    if f.kind == "map":
+        return _split_map(f, occurrences, problems)
+    if f.kind == "pairs":
+        pairs: dict[str, str] = {}
+        for text in occurrences:
+            try:
+                pairs.update(split_eviction_pairs(text))
+            except ThresholdError as err:
+                problems.append(f"{f.label}: {err}.")
+        return pairs
+    if f.kind == "list":
+        return [i.strip() for text in occurrences for i in text.split(",") if i.strip()]
+    last = occurrences[-1]
+    if f.kind == "bool":
+        try:
+            return parse_bool(last.strip())
+        except ValueError:
+            problems.append(f"{f.label}: {last!r} is not a boolean; use {f.form}.")
+            return None
+    if f.kind == "int":
+        try:
+            return int(last.strip())
+        except ValueError:
+            problems.append(f"{f.label}: {last!r} is not an integer; use {f.form}.")
+            return None
+    return last
+
+
+def flag_layer(
+    args: Mapping[str, Sequence[str]], problems: list[str], allowed: frozenset[str] | None = None
+) -> dict[str, object]:
+    """Flag values from ``{flag name: [occurrences]}``; flags outside ``allowed`` are ignored."""
+    out: dict[str, object] = {}
+    for flag, occurrences in args.items():
+        f = BY_FLAG.get(flag)
+        if f is None or not occurrences or (allowed is not None and flag not in allowed):
+            continue
+        value = _fold_flag(f, occurrences, problems)
+        if value is not None:
+            out[flag] = value
+    return out
+
+
+# ---- files -------------------------------------------------------------------------------
+
+
+def _read_document(path: str, option: str, expected: str, problems: list[str]) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as err:
+        problems.append(
+            f"{option}: cannot read {path} ({err.strerror or err}); expected {expected}."
+        )
+        return None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problems.append(f"{option}: {path} is not valid YAML or JSON{where}; expected {expected}.")
+        return None
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        problems.append(f"{option}: {path} does not hold a mapping; expected {expected}.")
+        return None
+    return doc
+
+
+def _check_kind(
+    doc: dict, path: str, option: str, api_version: str, kind: str, problems: list[str]
+) -> bool:
+    got = (doc.get("apiVersion"), doc.get("kind"))
+    if got == (api_version, kind):
+        return True
+    problems.append(
+        f"{option}: {path} has apiVersion {got[0]!r} and kind {got[1]!r};"
+        f" expected apiVersion {api_version} and kind {kind}."
+    )
+    return False
+
+
+def _scalar_text(value: object) -> str | None:
+    """A YAML scalar as the string a kubelet flag would carry; None for anything else."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    return None
+
+
+def _check_config_fields(doc: dict, path: str, problems: list[str]) -> None:
+    """Type-check the fields cgalloc reads; every other KubeletConfiguration field is ignored."""
+    for name, f in [*BY_CONFIG.items(), (MERGE_DEFAULT_EVICTION, None)]:
+        value = doc.get(name)
+        if value is None:
+            continue
+        label = f.label if f else MERGE_DEFAULT_EVICTION
+        kind = f.kind if f else "bool"
+        if kind in ("map", "pairs"):
+            ok = isinstance(value, dict) and all(
+                isinstance(k, str) and _scalar_text(v) is not None and not isinstance(v, bool)
+                for k, v in value.items()
+            )
+            form = "a map of names to string values"
+        elif kind == "list":
+            ok = isinstance(value, list) and all(isinstance(i, str) for i in value)
+            form = "a list of strings"
+        elif kind == "bool":
+            ok, form = isinstance(value, bool), "true or false"
+        elif kind == "int":
+            ok, form = isinstance(value, int) and not isinstance(value, bool), "an integer"
+        else:
+            ok, form = isinstance(value, str), "a string"
+        if not ok:
+            problems.append(f"{label} in {path}: {value!r} has the wrong type; expected {form}.")
+
+
+def merge_patch(target: object, patch: object) -> object:
+    """RFC 7386 JSON merge patch: maps merge recursively, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+def dropin_files(directory: str) -> list[str]:
+    """The ``*.conf`` files of a drop-in directory, in the kubelet's (lexical) order."""
+    names = sorted(n for n in os.listdir(directory) if n.endswith(DROPIN_SUFFIX))
+    return [os.path.join(directory, n) for n in names if os.path.isfile(os.path.join(directory, n))]
+
+
+def config_file_layer(
+    config: str | None, config_dir: str | None, problems: list[str]
+) -> dict[str, object]:
+    """Flag-keyed values from a KubeletConfiguration file and its drop-ins, defaults resolved."""
+    expected = f"a {CONFIG_KIND} document (apiVersion {CONFIG_API_VERSION})"
+    sources: list[tuple[str, str]] = []
+    if config:
+        sources.append((config, "--config"))
+    if config_dir:
+        try:
+            sources += [(p, "--config-dir") for p in dropin_files(config_dir)]
+        except OSError as err:
+            problems.append(
+                f"--config-dir: cannot list {config_dir} ({err.strerror or err}); expected a"
+                f" directory of *{DROPIN_SUFFIX} {CONFIG_KIND} drop-ins."
+            )
+    merged: object = {}
+    for path, option in sources:
+        doc = _read_document(path, option, expected, problems)
+        if doc is None:
+            continue
+        if _check_kind(doc, path, option, CONFIG_API_VERSION, CONFIG_KIND, problems):
+            before = len(problems)
+            _check_config_fields(doc, path, problems)
+            if len(problems) == before:
+                merged = merge_patch(merged, doc)
+    assert isinstance(merged, dict)
+    out: dict[str, object] = {}
+    for name, f in BY_CONFIG.items():
+        value = merged.get(name)
+        if value is None:
+            continue
+        if f.kind in ("map", "pairs"):
+            value = {k: _scalar_text(v) for k, v in value.items()}
+        out[f.flag] = value
+    if "eviction-hard" in out and merged.get(MERGE_DEFAULT_EVICTION) is True:
+        out["eviction-hard"] = {**DEFAULT_EVICTION_HARD, **out["eviction-hard"]}
+    return out
+
+
+def node_config_layer(path: str, problems: list[str]) -> dict[str, object]:
+    """Flag values from the ``kubeletArguments`` of an OpenShift 3.x node-config.yaml."""
+    expected = f"an OpenShift {NODE_CONFIG_KIND} document (apiVersion {NODE_CONFIG_API_VERSION})"
+    doc = _read_document(path, "--node-config", expected, problems)
+    if doc is None or not _check_kind(
+        doc, path, "--node-config", NODE_CONFIG_API_VERSION, NODE_CONFIG_KIND, problems
+    ):
+        return {}
+    arguments = doc.get("kubeletArguments") or {}
+    if not isinstance(arguments, dict):
+        problems.append(
+            f"--node-config: kubeletArguments in {path} is not a mapping; expected flag names"
+            " mapped to lists of strings."
+        )
+        return {}
+    args: dict[str, list[str]] = {}
+    for flag, values in arguments.items():
+        items = values if isinstance(values, list) else [values]
+        texts = [_scalar_text(v) for v in items]
+        if any(t is None for t in texts):
+            problems.append(
+                f"--node-config: kubeletArguments.{flag} in {path} is not a list of strings;"
+                ' expected a list such as ["cpu=200m,memory=512Mi"].'
+            )
+            continue
+        args[str(flag)] = [t for t in texts if t is not None]
+    return flag_layer(args, problems, allowed=KUBELET_FLAGS)
+
+
+# ---- validation --------------------------------------------------------------------------
+
+
+def _quantities(
+    f: Field, values: Mapping[str, str], allowed: Callable[[str], bool], problems: list[str]
+) -> ResourceList:
+    """``parseResourceList``: known names, parseable and non-negative quantities."""
+    out: ResourceList = {}
+    for name, text in values.items():
+        if not allowed(name):
+            problems.append(f"{f.label}: cannot reserve {name!r} resource; expected {f.form}.")
+            continue
+        try:
+            quantity = Quantity.parse(text)
+        except QuantityError:
+            problems.append(
+                f"{f.label}: failed to parse quantity {text!r} for {name!r} resource; expected"
+                " a quantity such as 500m, 1.5Gi or 100M."
+            )
+            continue
+        if quantity.sign() < 0:
+            problems.append(
+                f"{f.label}: resource quantity for {name!r} cannot be negative: {text};"
+                " expected a quantity of 0 or more."
+            )
+            continue
+        out[name] = quantity
+    return out
+
+
+def _is_capacity_name(name: str) -> bool:
+    if name in RESERVABLE:
+        return True
+    if not is_hugepages(name):
+        return False
+    try:
+        hugepage_size_bytes(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _thresholds(values: Mapping[str, str], problems: list[str]) -> dict[str, Threshold]:
+    label = BY_FLAG["eviction-hard"].label
+    out: dict[str, Threshold] = {}
+    for signal, text in sorted(values.items()):
+        try:
+            threshold = parse_threshold(signal, text)
+        except ThresholdError as err:
+            problems.append(f"{label}: {err}.")
+            continue
+        if threshold is not None:
+            out[signal] = threshold
+    return out
+
+
+def _enforcement(values: Mapping[str, object], problems: list[str]) -> tuple[str, ...]:
+    """``ValidateKubeletConfiguration``'s enforceNodeAllocatable rules, plus the cgroup rules."""
+    enforce = list(values["enforce-node-allocatable"])  # type: ignore[call-overload]
+    seen: list[str] = []
+    valid = ", ".join(f'"{o}"' for o in ENFORCE_OPTIONS[:-1]) + ' or "none"'
+    for option in enforce:
+        if option == "none":
+            if len(enforce) > 1:
+                problems.append(
+                    f"invalid configuration: {ENFORCE_LABEL} may not contain additional"
+                    ' enforcements when "none" is specified; use "none" alone.'
+                )
+            continue
+        if option not in ENFORCE_OPTIONS:
+            problems.append(
+                f"invalid configuration: option {option!r} specified for {ENFORCE_LABEL};"
+                f" valid options are {valid}."
+            )
+            continue
+        if not values["cgroups-per-qos"]:
+            problems.append(
+                "invalid configuration: cgroupsPerQOS (--cgroups-per-qos) must be set to true"
+                f' when "{option}" contained in {ENFORCE_LABEL}; set it to true or enforce "none".'
+            )
+        if option in seen:
+            problems.append(
+                f'invalid configuration: duplicated enforcements "{option}" in {ENFORCE_LABEL};'
+                " list each option once."
+            )
+        else:
+            seen.append(option)
+    for kind in ("system", "kube"):
+        full, compressible = f"{kind}-reserved", f"{kind}-reserved-compressible"
+        if full in seen and compressible in seen:
+            problems.append(
+                f'invalid configuration: both "{full}" and "{compressible}" cannot be specified'
+                f" together in {ENFORCE_LABEL}; choose one of them."
+            )
+        cgroup = BY_FLAG[f"{kind}-reserved-cgroup"]
+        if (full in seen or compressible in seen) and not values[cgroup.flag]:
+            problems.append(
+                f"invalid configuration: {cgroup.label} must be specified when"
+                f' "{full}" or "{compressible}" included in {ENFORCE_LABEL};'
+                f" give {cgroup.form} such as /{kind}.slice."
+            )
+    return tuple(seen) if "none" not in enforce else ()
+
+
+def _reserved_cpus(
+    values: Mapping[str, object],
+    overrides: ResourceList,
+    online_cpus: Callable[[], frozenset[int]],
+    problems: list[str],
+) -> frozenset[int]:
+    text = str(values["reserved-cpus"])
+    label = BY_FLAG["reserved-cpus"].label
+    if not text:
+        return frozenset()
+    try:
+        cpus = parse_cpuset(text)
+    except ValueError:
+        problems.append(
+            f"invalid configuration: unable to parse {label} {text!r}; expected {CPUSET_FORM}."
+        )
+        return frozenset()
+    if values["system-reserved-cgroup"] or values["kube-reserved-cgroup"]:
+        problems.append(
+            f"invalid configuration: can't use {label} with systemReservedCgroup"
+            " (--system-reserved-cgroup) or kubeReservedCgroup (--kube-reserved-cgroup);"
+            " unset either the CPU list or both reserved cgroups."
+        )
+    # A planned node (--capacity cpu=N) has CPUs 0..N-1 online; otherwise ask this host.
+    online = frozenset(range(overrides[CPU].value())) if CPU in overrides else online_cpus()
+    if not cpus <= online:
+        problems.append(
+            f"{label}: {format_cpuset(cpus)} is not a subset of online-cpus"
+            f" {format_cpuset(online) or '(none)'}; choose CPUs from the online set."
+        )
+    return cpus
+
+
+def _qos_reserved(values: Mapping[str, str], problems: list[str]) -> dict[str, int]:
+    """``ParseQOSReserved``: memory only, an integer percentage from 0 to 100."""
+    f = BY_FLAG["qos-reserved"]
+    out: dict[str, int] = {}
+    for name, text in values.items():
+        if name != MEMORY:
+            problems.append(f"{f.label}: cannot reserve {name!r} resource; expected {f.form}.")
+            continue
+        digits = text[:-1] if text.endswith("%") else None
+        if digits is None or not digits.lstrip("+-").isdigit() or not digits.isascii():
+            problems.append(f"{f.label}: percentage expected, got {text!r}; expected {f.form}.")
+            continue
+        percent = int(digits)
+        if not 0 <= percent <= 100:
+            problems.append(
+                f"{f.label}: percentage must be between 0 and 100, got {text!r}; expected {f.form}."
+            )
+            continue
+        out[name] = percent
+    return out
+
+
+def _strings(values: Mapping[str, object], problems: list[str]) -> None:
+    """Checks of the plain string and integer settings."""
+    driver = values["cgroup-driver"]
+    if driver not in DRIVERS:
+        f = BY_FLAG["cgroup-driver"]
+        problems.append(f"{f.label}: {driver!r} is not a cgroup driver; use {f.form}.")
+    for flag in ("cgroup-root", "root-dir"):
+        f = BY_FLAG[flag]
+        text = str(values[flag])
+        if text and not text.startswith("/"):
+            problems.append(f"{f.label}: {text!r} is not absolute; use {f.form}.")
+    pids = values["pod-max-pids"]
+    if isinstance(pids, int) and pids < -1:
+        f = BY_FLAG["pod-max-pids"]
+        problems.append(f"{f.label}: {pids} is below -1; use {f.form}.")
+
+
+def build(
+    values: Mapping[str, object],
+    online_cpus: Callable[[], frozenset[int]],
+    problems: list[str],
+) -> NodeConfig | None:
+    """Validate merged flag-keyed values into a NodeConfig, or None with ``problems`` filled."""
+
+    def mapping(flag: str) -> dict[str, str]:
+        return values[flag]  # type: ignore[return-value]
+
+    reservable = RESERVABLE.__contains__
+    kube = _quantities(BY_FLAG["kube-reserved"], mapping("kube-reserved"), reservable, problems)
+    system = _quantities(
+        BY_FLAG["system-reserved"], mapping("system-reserved"), reservable, problems
+    )
+    overrides = _quantities(BY_FLAG["capacity"], mapping("capacity"), _is_capacity_name, problems)
+    thresholds = _thresholds(mapping("eviction-hard"), problems)
+    enforce = _enforcement(values, problems)
+    cpus = _reserved_cpus(values, overrides, online_cpus, problems)
+    qos = _qos_reserved(mapping("qos-reserved"), problems)
+    _strings(values, problems)
+    if problems:
+        return None
+    return NodeConfig(
+        kube_reserved=kube,
+        system_reserved=system,
+        eviction_hard=thresholds,
+        enforce_node_allocatable=enforce,
+        kube_reserved_cgroup=str(values["kube-reserved-cgroup"]),
+        system_reserved_cgroup=str(values["system-reserved-cgroup"]),
+        cgroups_per_qos=bool(values["cgroups-per-qos"]),
+        cgroup_driver=str(values["cgroup-driver"]),
+        cgroup_root=str(values["cgroup-root"]) or "/",
+        reserved_cpus=cpus,
+        ignore_eviction=bool(values["experimental-allocatable-ignore-eviction"]),
+        qos_reserved=qos,
+        pod_max_pids=int(values["pod-max-pids"]),  # type: ignore[call-overload]
+        root_dir=str(values["root-dir"]) or DEFAULT_ROOT_DIR,
+        capacity_overrides=overrides,
+    )
+
+
+def load_node_config(
+    flags: Mapping[str, Sequence[str]] | None = None,
+    *,
+    config: str | None = None,
+    config_dir: str | None = None,
+    node_config: str | None = None,
+    online_cpus: Callable[[], frozenset[int]] | None = None,
+) -> NodeConfig:
+    """Merge every input into a NodeConfig; raise InputError with every problem found.
+
+    ``flags`` maps a kubelet flag name (without ``--``) to its occurrences in order.
+    ``online_cpus`` is asked only to check ``--reserved-cpus`` against this host.
+    """
+    problems: list[str] = []
+    values: dict[str, object] = dict(DEFAULTS)
+    values.update(config_file_layer(config, config_dir, problems))
+    if node_config:
+        values.update(node_config_layer(node_config, problems))
+    values.update(flag_layer(flags or {}, problems))
+    cfg = build(values, online_cpus or host_online_cpus, problems)
+    if cfg is None:
+        raise InputError(_dedup(problems))
+    return cfg

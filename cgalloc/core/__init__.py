@@ -1,0 +1,96 @@
+"""The cgroup I/O core: bulk reads, a persistent sampler and safe writes beneath a root.
+
+Two implementations share one interface: ``native`` (csrc/cgcore.c through cffi; the GIL is
+released during every call, reads run on one thread per CPU) and ``pure`` (Python, used when
+the extension cannot be imported or ``CGALLOC_PURE=1``). ``IMPLEMENTATION`` names the one in use.
+
+Interface::
+
+    root = open_root(path, allow_any_fs=False)   # HostError unless statfs says cgroup/cgroup2;
+                                                 # on v1/hybrid open each controller mount
+    snap = root.read(dirs, specs, threads=0, bufsize=65536)
+    sampler = root.sampler(dirs, specs); snap = sampler.sample(); sampler.update(new_dirs)
+    root.write(relpath, value); root.mkdir(relpath); root.rmdir(relpath)
+    text = root.read_text(relpath)
+
+Records:
+
+``FileSpec(name, kind="single", keys=())`` - a file read in every directory. ``kind`` is
+  ``"single"`` (one value: ``123``, ``max``), ``"keyed"`` (``key value`` lines such as
+  memory.stat, cpu.stat, cpuacct.stat; one cell per key in ``keys``; when a key repeats, the
+  first line wins) or ``"fields"`` (space-separated values on one line such as cpu.max
+  ``max 100000``; one cell per name in ``keys``; a different field count makes every cell
+  EPARSE).
+
+``Snapshot`` - ``dirs``, ``specs``, and per cell (dir d, file f, key k) a uint64 in
+  ``values`` and a uint8 in ``status`` at ``d * cells_per_dir + offset(f) + k``;
+  ``get(d, f, k) -> (status, value)``; ``as_dict(d)`` -> ``{file: value}`` with
+  ``{key: value}`` for keyed and a list for fields files, each value an int, ``"max"``, or
+  None on error. Memory: 9 bytes per cell.
+
+Status codes: ``OK`` (value holds the number), ``MAX`` (``max`` or ``-1``; value 0),
+``ENOENT`` (the cgroup or file is gone; a cgroup removed mid-read is data, not an exception),
+``EPARSE`` (not a number: empty, NUL, sign, letters...), ``ERANGE`` (beyond 2**64-1),
+``ETOOLONG`` (content of ``bufsize`` bytes or more), ``EMISSING_KEY``, ``EIO`` (any other
+error, including a symlink in the path).
+
+Paths are relative to the root (``""`` is the root itself as a read directory) with no
+``.``, ``..`` or empty components; they are resolved with openat2(RESOLVE_BENEATH |
+RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS), or an O_NOFOLLOW walk where openat2 is missing.
+Failures raise ``WriteError`` (write, mkdir, rmdir) or ``CoreError`` (read_text), both
+OSError with ``errno``, ``path`` and ``value``, e.g. ``cannot write '104857600' to
+kubepods/memory.max: Device or resource busy (EBUSY)``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from cgalloc.core.records import (
+    EIO,
+    EMISSING_KEY,
+    ENOENT,
+    EPARSE,
+    ERANGE,
+    ETOOLONG,
+    MAX,
+    OK,
+    STATUS_NAMES,
+    CoreError,
+    FileSpec,
+    Snapshot,
+    WriteError,
+)
+
+if os.environ.get("CGALLOC_PURE") == "1":
+    from cgalloc.core import pure as _impl
+else:
+    try:
+        from cgalloc.core import native as _impl
+    except ImportError:  # extension not built: same interface, slower
+        from cgalloc.core import pure as _impl
+
+IMPLEMENTATION: str = _impl.IMPLEMENTATION
+Root = _impl.Root
+Sampler = _impl.Sampler
+open_root = _impl.open_root
+
+__all__ = [
+    "EIO",
+    "EMISSING_KEY",
+    "ENOENT",
+    "EPARSE",
+    "ERANGE",
+    "ETOOLONG",
+    "IMPLEMENTATION",
+    "MAX",
+    "OK",
+    "STATUS_NAMES",
+    "CoreError",
+    "FileSpec",
+    "Root",
+    "Sampler",
+    "Snapshot",
+    "WriteError",
+    "open_root",
+]

@@ -1,0 +1,246 @@
+"""The C core (``_cgcore``, cffi API mode) behind the interface described in cgalloc.core.
+
+cffi releases the GIL around every call into ``_cgcore``, so a bulk read or a sample runs
+while other Python threads proceed.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Sequence
+
+from cgalloc.core import records as r
+from cgalloc.core._cgcore import ffi, lib
+
+IMPLEMENTATION = "native"
+
+
+class _CSpecs:
+    """The cffi ``cg_spec[]`` for a list of FileSpec, holding the memory it points into."""
+
+    def __init__(self, specs: Sequence[FileSpec]):
+        self.specs = tuple(specs)
+        self.array = ffi.new("cg_spec[]", max(len(self.specs), 1))
+        self._keep: list = []
+        for i, spec in enumerate(self.specs):
+            name = ffi.new("char[]", spec.name.encode())
+            self._keep.append(name)
+            c = self.array[i]
+            c.name = name
+            c.kind = spec.kind_code
+            c.ncells = spec.ncells
+            if spec.kind == "keyed":
+                raw = [k.encode() for k in spec.keys]
+                keys = [ffi.new("char[]", k) for k in raw]
+                karr = ffi.new("char *[]", keys)
+                lens = ffi.new("uint32_t[]", [len(k) for k in raw])
+                self._keep += [keys, karr, lens]
+                c.keys = karr
+                c.keylens = lens
+
+
+FileSpec = r.FileSpec
+
+
+def _pack_dirs(dirs: Sequence[str]):
+    """dirs as one NUL-separated buffer plus offsets: one allocation instead of N."""
+    for d in dirs:
+        r.check_dir(d)
+    raw = [d.encode() for d in dirs]
+    offs, pos = [], 0
+    for b in raw:
+        offs.append(pos)
+        pos += len(b) + 1
+    return b"\0".join(raw) + b"\0", ffi.new("size_t[]", offs or [0])
+
+
+def _buffers(ncells: int):
+    vals = ffi.new("uint64_t[]", max(ncells, 1))
+    st = ffi.new("uint8_t[]", max(ncells, 1))
+    return vals, st
+
+
+def _snapshot(dirs, specs, vals, st, ncells: int) -> r.Snapshot:
+    values = memoryview(ffi.buffer(vals, 8 * ncells)).cast("Q")
+    status = memoryview(ffi.buffer(st, ncells))
+    return r.Snapshot(dirs, specs, values, status)
+
+
+def _check_bufsize(bufsize: int) -> None:
+    if bufsize < 2:
+        raise ValueError(f"bufsize must be at least 2, not {bufsize}")
+
+
+def _raise_errno(rc: int, what: str) -> None:
+    if rc < 0:
+        raise OSError(-rc, f"{what}: {os.strerror(-rc)}")
+
+
+class Root:
+    """An open cgroupfs root; every path below is resolved beneath it without symlinks."""
+
+    def __init__(self, path: str, fd: int, magic: int, force_walk: bool = False):
+        self.path = path
+        self.fd = fd
+        self.magic = magic
+        self.is_cgroupfs = magic in (r.MAGIC_CGROUP, r.MAGIC_CGROUP2)
+        self._flags = lib.CG_FORCE_WALK if force_walk else 0
+
+    def read(
+        self,
+        dirs: Sequence[str],
+        specs: Sequence[FileSpec],
+        threads: int = 0,
+        bufsize: int = r.DEFAULT_BUFSIZE,
+    ) -> r.Snapshot:
+        """Open, read and parse every (dir, file) once; threads 0 = one per CPU if worth it."""
+        _check_bufsize(bufsize)
+        dirs = tuple(dirs)
+        cspecs = _CSpecs(specs)
+        dirbuf, offs = _pack_dirs(dirs)
+        ncells = len(dirs) * r.cell_offsets(cspecs.specs)[1]
+        vals, st = _buffers(ncells)
+        rc = lib.cg_read(
+            self._fileno(), dirbuf, offs, len(dirs), cspecs.array, len(cspecs.specs),
+            bufsize, threads, vals, st,
+        )  # fmt: skip
+        _raise_errno(rc, "bulk read")
+        return _snapshot(dirs, cspecs.specs, vals, st, ncells)
+
+    def sampler(
+        self,
+        dirs: Sequence[str],
+        specs: Sequence[FileSpec],
+        threads: int = 0,
+        bufsize: int = r.DEFAULT_BUFSIZE,
+    ) -> Sampler:
+        return Sampler(self, dirs, specs, threads, bufsize)
+
+    def write(self, relpath: str, value: str | bytes | int) -> None:
+        """Write ``value`` to ``relpath`` in one write(); raises WriteError."""
+        shown, data = r.value_text(value)
+        r.check_op_path(relpath, r.write_error, shown)
+        rc = lib.cg_write(self._fileno(), relpath.encode(), data, len(data), self._flags)
+        if rc < 0:
+            raise r.write_error(-rc, relpath, shown)
+
+    def mkdir(self, relpath: str, mode: int = 0o755) -> None:
+        r.check_op_path(relpath, r.mkdir_error)
+        rc = lib.cg_mkdir(self._fileno(), relpath.encode(), mode, self._flags)
+        if rc < 0:
+            raise r.mkdir_error(-rc, relpath)
+
+    def rmdir(self, relpath: str) -> None:
+        r.check_op_path(relpath, r.rmdir_error)
+        rc = lib.cg_rmdir(self._fileno(), relpath.encode(), self._flags)
+        if rc < 0:
+            raise r.rmdir_error(-rc, relpath)
+
+    def read_text(self, relpath: str, limit: int = r.DEFAULT_BUFSIZE) -> str:
+        """A small file's whole content (fewer than ``limit`` bytes, else EFBIG)."""
+        r.check_op_path(relpath, r.read_error)
+        buf = ffi.new("char[]", limit)
+        n = lib.cg_read_text(self._fileno(), relpath.encode(), buf, limit, self._flags)
+        if n < 0:
+            raise r.read_error(-n, relpath)
+        return ffi.unpack(buf, n).decode("utf-8", "replace")
+
+    def _fileno(self) -> int:
+        if self.fd < 0:
+            raise ValueError("cgroup root is closed")
+        return self.fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> Root:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class Sampler:
+    """Keeps every (dir, file) open and re-reads it with one pread per sample."""
+
+    def __init__(self, root: Root, dirs, specs, threads: int, bufsize: int):
+        _check_bufsize(bufsize)
+        self.root = root
+        self.threads = threads
+        self._cspecs = _CSpecs(specs)
+        self.specs = self._cspecs.specs
+        self._cells_per_dir = r.cell_offsets(self.specs)[1]
+        ptr = lib.cg_sampler_new(
+            root._fileno(), self._cspecs.array, len(self.specs), bufsize, not root.is_cgroupfs
+        )
+        if ptr == ffi.NULL:
+            raise MemoryError("cannot allocate a sampler")
+        self._ptr = ffi.gc(ptr, lib.cg_sampler_free)
+        self.dirs: tuple[str, ...] = ()
+        self.update(dirs)
+
+    def update(self, dirs: Sequence[str]) -> None:
+        """Sample ``dirs`` from now on: kept dirs keep their fds, dropped ones are closed."""
+        dirs = tuple(dirs)
+        if len(set(dirs)) != len(dirs):
+            raise ValueError("sampler directories must be distinct")
+        old = {d: i for i, d in enumerate(self.dirs)}
+        dirbuf, offs = _pack_dirs(dirs)
+        carry = ffi.new("int[]", [old.get(d, -1) for d in dirs] or [0])
+        _raise_errno(
+            lib.cg_sampler_set_dirs(self._live(), dirbuf, offs, len(dirs), carry), "sampler update"
+        )
+        self.dirs = dirs
+
+    def sample(self) -> r.Snapshot:
+        """Re-read everything; a vanished cgroup's cells say ENOENT and its fds are closed."""
+        ncells = len(self.dirs) * self._cells_per_dir
+        vals, st = _buffers(ncells)
+        _raise_errno(lib.cg_sampler_sample(self._live(), self.threads, vals, st), "sample")
+        return _snapshot(self.dirs, self.specs, vals, st, ncells)
+
+    def _live(self):
+        if self._ptr is None:
+            raise ValueError("sampler is closed")
+        self.root._fileno()
+        return self._ptr
+
+    def close(self) -> None:
+        """Close every fd now rather than at garbage collection."""
+        if self._ptr is not None:
+            lib.cg_sampler_free(ffi.gc(self._ptr, None))
+            self._ptr = None
+
+    def __enter__(self) -> Sampler:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_root(path: str, allow_any_fs: bool = False, force_walk: bool = False) -> Root:
+    """Open ``path`` as a cgroup root; refuse it unless statfs says cgroup or cgroup2.
+
+    ``allow_any_fs`` and ``force_walk`` (resolve without openat2) exist for tests only.
+    """
+    magic = ffi.new("long *")
+    fd = lib.cg_open_root(os.fsencode(path), lib.CG_ALLOW_ANY_FS if allow_any_fs else 0, magic)
+    if fd == -errno.EMEDIUMTYPE:
+        raise r.not_cgroupfs(path, f"statfs magic {magic[0]:#x}")
+    if fd < 0:
+        raise r.root_error(-fd, path)
+    return Root(path, fd, magic[0], force_walk)
+
+
+def parse(spec: FileSpec, data: bytes) -> list[tuple[int, int]]:
+    """Cells of one file's content as the C parser fills them (pure.parse's twin)."""
+    cspecs = _CSpecs([spec])
+    vals, st = _buffers(spec.ncells)
+    lib.cg_parse(cspecs.array, data, len(data), vals, st)
+    return [(st[k], vals[k]) for k in range(spec.ncells)]

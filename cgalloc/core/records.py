@@ -1,0 +1,224 @@
+"""Record types, status codes, errors and path rules shared by the native and pure cores."""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cgalloc.errors import CgallocError, HostError
+
+# Per-cell status codes; the same numbers as CG_* in csrc/cgcore.h.
+OK = 0
+MAX = 1  # "max" or "-1": no limit
+ENOENT = 2  # the cgroup or the file is gone
+EPARSE = 3  # not a number, "max" or "-1"
+ERANGE = 4  # a number beyond 2**64 - 1
+ETOOLONG = 5  # the content does not fit the read buffer
+EMISSING_KEY = 6  # a keyed file without the requested key
+EIO = 7  # any other read error
+STATUS_NAMES = ("OK", "MAX", "ENOENT", "EPARSE", "ERANGE", "ETOOLONG", "EMISSING_KEY", "EIO")
+
+KINDS = ("single", "keyed", "fields")  # index = CG_SINGLE, CG_KEYED, CG_FIELDS
+DEFAULT_BUFSIZE = 65536
+MAGIC_CGROUP = 0x27E0EB
+MAGIC_CGROUP2 = 0x63677270
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """One file to read in every directory.
+
+    kind "single": one value, ``keys`` unused (one cell). "keyed": "key value" lines, one cell
+    per key in ``keys``. "fields": space-separated values on one line, one cell per name in
+    ``keys`` (e.g. cpu.max with keys ("quota", "period")).
+    """
+
+    name: str
+    kind: str = "single"
+    keys: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"FileSpec kind must be one of {', '.join(KINDS)}, not {self.kind!r}")
+        try:
+            check_relpath(self.name)
+        except ValueError as exc:
+            raise ValueError(f"FileSpec name {self.name!r}: {exc}") from None
+        object.__setattr__(self, "keys", tuple(self.keys))
+        if self.kind != "single" and not self.keys:
+            raise ValueError(f"FileSpec {self.name}: a {self.kind} file needs at least one key")
+        if len(set(self.keys)) != len(self.keys):
+            raise ValueError(f"FileSpec {self.name}: keys must be distinct")
+        for key in self.keys:
+            if not key or any(c in key for c in " \n\0"):
+                raise ValueError(
+                    f"FileSpec {self.name}: key {key!r} must be non-empty without space, "
+                    "newline or NUL"
+                )
+
+    @property
+    def ncells(self) -> int:
+        return 1 if self.kind == "single" else len(self.keys)
+
+    @property
+    def kind_code(self) -> int:
+        return KINDS.index(self.kind)
+
+
+def check_relpath(path: str) -> None:
+    """Raise ValueError unless ``path`` is relative with no '', '.', '..' component or NUL."""
+    if not path or path.startswith("/") or "\0" in path:
+        raise ValueError("the path must be relative to the root, non-empty, without NUL bytes")
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        raise ValueError("the path must not have empty, '.' or '..' components")
+
+
+def check_dir(path: str) -> None:
+    """A directory to read: ``""`` is the root itself, anything else a relative path."""
+    if path != "":
+        try:
+            check_relpath(path)
+        except ValueError as exc:
+            raise ValueError(f"directory {path!r}: {exc}") from None
+
+
+def cell_offsets(specs: Sequence[FileSpec]) -> tuple[list[int], int]:
+    """First cell of each spec within a directory, and the cells per directory."""
+    offs, total = [], 0
+    for spec in specs:
+        offs.append(total)
+        total += spec.ncells
+    return offs, total
+
+
+def join(directory: str, name: str) -> str:
+    return f"{directory}/{name}" if directory else name
+
+
+def errno_status(err: int) -> int:
+    """Status of a cell whose file could not be opened or read."""
+    return ENOENT if err in (_errno.ENOENT, _errno.ENODEV, _errno.ENOTDIR) else EIO
+
+
+class Snapshot:
+    """Values read from ``dirs`` × ``specs``: one uint64 value and one status per cell.
+
+    Cell (d, f, k) sits at ``d * cells_per_dir + offsets[f] + k`` in ``values`` (array-like of
+    uint64) and ``status`` (array-like of uint8); non-OK cells hold value 0.
+    """
+
+    __slots__ = ("_offsets", "cells_per_dir", "dirs", "specs", "status", "values")
+
+    def __init__(self, dirs: Sequence[str], specs: Sequence[FileSpec], values, status):
+        self.dirs = tuple(dirs)
+        self.specs = tuple(specs)
+        self._offsets, self.cells_per_dir = cell_offsets(self.specs)
+        self.values = values
+        self.status = status
+
+    def index(self, dir_index: int, file_index: int, key_index: int = 0) -> int:
+        if not 0 <= key_index < self.specs[file_index].ncells:
+            raise IndexError(f"key index {key_index} out of range for {self.specs[file_index]}")
+        if not 0 <= dir_index < len(self.dirs):
+            raise IndexError(f"dir index {dir_index} out of range")
+        return dir_index * self.cells_per_dir + self._offsets[file_index] + key_index
+
+    def get(self, dir_index: int, file_index: int, key_index: int = 0) -> tuple[int, int]:
+        """(status, value) of one cell."""
+        i = self.index(dir_index, file_index, key_index)
+        return self.status[i], self.values[i]
+
+    def as_dict(self, dir_index: int) -> dict[str, int | str | dict | list | None]:
+        """One directory as {file: value}; keyed files as {key: value}, fields as a list.
+
+        A value is an int, "max", or None when the cell's status is an error (see ``get``).
+        """
+        out: dict[str, int | str | dict | list | None] = {}
+        for f, spec in enumerate(self.specs):
+            cells = [self._cell(dir_index, f, k) for k in range(spec.ncells)]
+            if spec.kind == "single":
+                out[spec.name] = cells[0]
+            elif spec.kind == "keyed":
+                out[spec.name] = dict(zip(spec.keys, cells, strict=True))
+            else:
+                out[spec.name] = cells
+        return out
+
+    def _cell(self, d: int, f: int, k: int) -> int | str | None:
+        status, value = self.get(d, f, k)
+        return value if status == OK else "max" if status == MAX else None
+
+    def __len__(self) -> int:
+        return len(self.dirs)
+
+    def __repr__(self) -> str:
+        return f"Snapshot({len(self.dirs)} dirs × {len(self.specs)} files)"
+
+
+class CoreError(OSError, CgallocError):
+    """An operation beneath a cgroup root failed; ``errno``, ``path`` and ``value`` say which."""
+
+    def __init__(self, err: int, message: str, path: str, value: str | None = None):
+        super().__init__(err, message)
+        self.path = path
+        self.value = value
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+class WriteError(CoreError):
+    """A write, mkdir or rmdir beneath the root failed."""
+
+
+def _message(err: int, what: str, reason: str | None) -> str:
+    name = _errno.errorcode.get(err, f"errno {err}")
+    return f"{what}: {reason or os.strerror(err)} ({name})"
+
+
+def write_error(err: int, path: str, value: str, reason: str | None = None) -> WriteError:
+    return WriteError(err, _message(err, f"cannot write {value!r} to {path}", reason), path, value)
+
+
+def mkdir_error(err: int, path: str, reason: str | None = None) -> WriteError:
+    return WriteError(err, _message(err, f"cannot create directory {path}", reason), path)
+
+
+def rmdir_error(err: int, path: str, reason: str | None = None) -> WriteError:
+    return WriteError(err, _message(err, f"cannot remove directory {path}", reason), path)
+
+
+def read_error(err: int, path: str, reason: str | None = None) -> CoreError:
+    return CoreError(err, _message(err, f"cannot read {path}", reason), path)
+
+
+def check_op_path(path: str, error, *args) -> None:
+    """Raise ``error(EINVAL, path, *args, reason)`` unless ``path`` passes check_relpath."""
+    try:
+        check_relpath(path)
+    except ValueError as exc:
+        raise error(_errno.EINVAL, path, *args, reason=str(exc)) from None
+
+
+def value_text(value: str | bytes | int) -> tuple[str, bytes]:
+    """The value as shown in messages and as the bytes written."""
+    if isinstance(value, bool) or not isinstance(value, (str, bytes, int)):
+        raise TypeError(f"a cgroup value must be str, bytes or int, not {type(value).__name__}")
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace"), value
+    text = str(value)
+    return text, text.encode()
+
+
+def not_cgroupfs(path: str, fs: str) -> HostError:
+    return HostError(
+        f"{path} is not a cgroup filesystem ({fs}); give a cgroup2 mount or, on a v1 or "
+        "hybrid host, one controller's mount such as /sys/fs/cgroup/memory"
+    )
+
+
+def root_error(err: int, path: str) -> HostError:
+    name = _errno.errorcode.get(err, f"errno {err}")
+    return HostError(f"cannot open cgroup root {path}: {os.strerror(err)} ({name})")

@@ -1,0 +1,30 @@
+"""Exceptions that carry the exit status a script can rely on.
+
+Exit statuses: 0 success; 1 a check found drift or an operation failed and was rolled back;
+2 bad input (nothing was written); 3 the host cannot do what was asked (missing cgroup
+controller, no privileges), nothing was written.
+"""
+
+from __future__ import annotations
+
+
+class CgallocError(Exception):
+    """Base class; ``exit_code`` is what the CLI exits with."""
+
+    exit_code = 1
+
+
+class InputError(CgallocError):
+    """Bad input. Holds every problem found in one run, one sentence each."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[str] | str):
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class HostError(CgallocError):
+    """The host cannot do what was asked; nothing was written."""
+
+    exit_code = 3

@@ -1,0 +1,177 @@
+"""Hard-eviction thresholds: parsing, the kubelet's defaults, and what they reserve.
+
+Follows the kubelet's ``pkg/kubelet/eviction/helpers.go`` (``parseThresholdStatement``) and
+``pkg/kubelet/eviction/api/types.go`` (``GetThresholdQuantity``), including its float32
+percentages. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from cgalloc.quantity import BINARY_SI, Quantity, QuantityError
+from cgalloc.resources import EPHEMERAL_STORAGE, MEMORY, ResourceList
+
+KNOWN_SIGNALS = (
+    "memory.available",
+    "nodefs.available",
+    "nodefs.inodesFree",
+    "imagefs.available",
+    "imagefs.inodesFree",
+    "containerfs.available",
+    "containerfs.inodesFree",
+    "pid.available",
+    "allocatableMemory.available",
+)
+
+# KubeletConfiguration v1beta1 defaults (Linux).
+DEFAULT_EVICTION_HARD: dict[str, str] = {
+    "memory.available": "100Mi",
+    "nodefs.available": "10%",
+    "nodefs.inodesFree": "5%",
+    "imagefs.available": "15%",
+}
+
+# hardEvictionReservation: only these signals lower Allocatable, each from one resource.
+RESERVING_SIGNALS: dict[str, str] = {
+    "memory.available": MEMORY,
+    "nodefs.available": EPHEMERAL_STORAGE,
+}
+
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+
+
+class ThresholdError(ValueError):
+    """A threshold or signal<value pair the kubelet would reject; the message says why."""
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """One hard-eviction threshold ``signal<value``: an absolute quantity or a percentage."""
+
+    signal: str
+    value: str  # as written, e.g. "100Mi" or "10%"
+    quantity: Quantity | None = None
+    percentage: float | None = None  # float32 fraction (10% -> 0.1f), as the kubelet holds it
+
+    def __str__(self) -> str:
+        return f"{self.signal}<{self.value}"
+
+    def reserve(self, capacity: Quantity) -> Quantity:
+        """``GetThresholdQuantity``: the absolute value, or the percentage of ``capacity``."""
+        if self.quantity is not None:
+            return self.quantity
+        # The kubelet multiplies in float64 with a float32 fraction and truncates to int64, so
+        # 10% of 8Gi is 858993472, not 858993459; reproduce it to the byte.
+        return Quantity.from_int(int(float(capacity.value()) * float(self.percentage)), BINARY_SI)
+
+
+def _to_float32(value: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
+def _float32_neighbours(value: float) -> list[float]:
+    bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    out = [value]
+    for step in (-1, 1):
+        if 0 <= bits + step < 0x7F800000:  # stay within finite non-negative float32s
+            out.append(struct.unpack("<f", struct.pack("<I", bits + step))[0])
+    return out
+
+
+def parse_float32(text: str) -> float:
+    """``strconv.ParseFloat(text, 32)`` for decimal text: correctly rounded to float32.
+
+    Raises ValueError for anything but a finite decimal number in float32 range.
+    """
+    if not _DECIMAL.fullmatch(text):
+        raise ValueError(f"{text!r} is not a decimal number")
+    exact = Fraction(text)
+    try:
+        nearest = _to_float32(abs(float(exact)))
+    except OverflowError:
+        raise ValueError(f"{text!r} is out of float32 range") from None
+    # decimal -> float64 -> float32 can round twice; pick the float32 nearest the exact value.
+    candidates = _float32_neighbours(nearest)
+    best = min(
+        candidates,
+        key=lambda c: (abs(Fraction(c) - abs(exact)), struct.pack("<f", c)[0] & 1),
+    )
+    return -best if exact < 0 else best
+
+
+def parse_percentage(text: str) -> float:
+    """Eviction ``parsePercentage``: ``float32(ParseFloat(s, 32)) / 100`` in float32."""
+    return _to_float32(parse_float32(text[:-1]) / _to_float32(100.0))
+
+
+def parse_threshold(signal: str, value: str) -> Threshold | None:
+    """``parseThresholdStatement``: one threshold, or None when ``0%``/``100%`` disables it."""
+    if signal not in KNOWN_SIGNALS:
+        raise ThresholdError(
+            f"unsupported eviction signal {signal!r}; known signals are {', '.join(KNOWN_SIGNALS)}"
+        )
+    if value.endswith("%"):
+        if value in ("0%", "100%"):
+            return None
+        try:
+            percentage = parse_percentage(value)
+        except ValueError:
+            raise ThresholdError(
+                f"eviction threshold {signal} has malformed percentage {value!r};"
+                " expected a number followed by %, such as 10%"
+            ) from None
+        if percentage < 0:
+            raise ThresholdError(
+                f"eviction percentage threshold {signal} must be >= 0%: {value};"
+                " use a percentage between 0% and 100%"
+            )
+        if percentage > 1:
+            raise ThresholdError(
+                f"eviction percentage threshold {signal} must be <= 100%: {value};"
+                " use a percentage between 0% and 100%"
+            )
+        return Threshold(signal, value, percentage=percentage)
+    try:
+        quantity = Quantity.parse(value)
+    except QuantityError:
+        raise ThresholdError(
+            f"eviction threshold {signal} has malformed value {value!r};"
+            " expected a quantity such as 100Mi or a percentage such as 10%"
+        ) from None
+    if quantity.sign() <= 0:
+        raise ThresholdError(
+            f"eviction threshold {signal} must be positive: {quantity};"
+            " use a quantity above 0 such as 100Mi, or a percentage such as 10%"
+        )
+    return Threshold(signal, value, quantity=quantity)
+
+
+def split_pairs(text: str) -> list[tuple[str, str]]:
+    """``LangleSeparatedMapStringString.Set``: "a<1,b<2" -> [("a", "1"), ("b", "2")], trimmed."""
+    pairs = []
+    for item in text.split(","):
+        if not item:
+            continue
+        signal, sep, value = item.partition("<")
+        if not sep:
+            raise ThresholdError(
+                f"malformed pair {item!r}, expect signal<value pairs separated by commas"
+                " such as memory.available<100Mi"
+            )
+        pairs.append((signal.strip(), value.strip()))
+    return pairs
+
+
+def reservation(thresholds: Mapping[str, Threshold], capacity: ResourceList) -> ResourceList:
+    """``hardEvictionReservation``: what the thresholds take from each resource in capacity."""
+    reserved: ResourceList = {}
+    for signal, resource in RESERVING_SIGNALS.items():
+        threshold = thresholds.get(signal)
+        if threshold is not None and resource in capacity:
+            reserved[resource] = threshold.reserve(capacity[resource])
+    return reserved

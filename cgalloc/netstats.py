@@ -1,0 +1,91 @@
+"""Node network counters per interface, for the summary API's ``node.network``.
+
+Read from netlink (``RTM_GETLINK``, ``IFLA_STATS64``) through pyroute2; when netlink cannot be
+used (no pyroute2, a sandbox without NETLINK_ROUTE) from ``/sys/class/net/<if>/statistics``.
+Like cAdvisor, the loopback interface is left out, and like the kubelet the interface named
+``eth0`` is the one whose counters are copied to the top level.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+DEFAULT_INTERFACE = "eth0"  # the kubelet's network.DefaultInterfaceName
+SYSFS_NET = "/sys/class/net"
+_COUNTERS = ("rx_bytes", "rx_errors", "tx_bytes", "tx_errors")
+
+
+@dataclass(frozen=True)
+class InterfaceStats:
+    """Cumulative counters of one interface."""
+
+    name: str
+    rx_bytes: int
+    rx_errors: int
+    tx_bytes: int
+    tx_errors: int
+
+    def summary(self) -> dict[str, object]:
+        """The summary API's ``InterfaceStats`` object."""
+        return {
+            "name": self.name,
+            "rxBytes": self.rx_bytes,
+            "rxErrors": self.rx_errors,
+            "txBytes": self.tx_bytes,
+            "txErrors": self.tx_errors,
+        }
+
+
+def _ignored(name: str) -> bool:
+    return name == "lo"
+
+
+def from_netlink() -> list[InterfaceStats]:
+    """Counters from rtnetlink; raises ``OSError`` or ``ImportError`` when it is unavailable."""
+    from pyroute2 import IPRoute
+
+    out = []
+    with IPRoute() as ipr:
+        for link in ipr.get_links():
+            name = link.get_attr("IFLA_IFNAME")
+            stats = link.get_attr("IFLA_STATS64") or link.get_attr("IFLA_STATS")
+            if not name or stats is None or _ignored(name):
+                continue
+            out.append(InterfaceStats(name, *(int(stats[c]) for c in _COUNTERS)))
+    return sorted(out, key=lambda s: s.name)
+
+
+def from_sysfs(sysfs_net: str = SYSFS_NET) -> list[InterfaceStats]:
+    """Counters from ``<sysfs_net>/<if>/statistics/*``; interfaces that vanish are skipped."""
+    out = []
+    for name in sorted(os.listdir(sysfs_net)):
+        if _ignored(name):
+            continue
+        try:
+            values = []
+            for counter in _COUNTERS:
+                with open(os.path.join(sysfs_net, name, "statistics", counter), "rb") as f:
+                    values.append(int(f.read()))
+        except (OSError, ValueError):
+            continue
+        out.append(InterfaceStats(name, *values))
+    return out
+
+
+def interface_stats() -> list[InterfaceStats]:
+    """Per-interface counters from netlink, falling back to sysfs."""
+    try:
+        return from_netlink()
+    except (ImportError, OSError):
+        return from_sysfs()
+
+
+def network_summary(interfaces: list[InterfaceStats], time: str) -> dict[str, object]:
+    """The summary API's ``NetworkStats``: the default interface inline, all in ``interfaces``."""
+    out: dict[str, object] = {"time": time}
+    for iface in interfaces:
+        if iface.name == DEFAULT_INTERFACE:
+            out.update(iface.summary())
+    out["interfaces"] = [i.summary() for i in interfaces]
+    return out

@@ -1,0 +1,521 @@
+"""The plan: the desired node tree diffed against the live one, as an ordered list of actions.
+
+Reading only — building a plan never writes, so ``setup --dry-run`` and ``verify`` work
+unprivileged. The order is the safe order to apply in:
+
+1. structure, parents first: enable controllers in ``cgroup.subtree_control`` (v2), ``mkdir``
+   in every hierarchy the kubelet validates (v1), and give each new v1 cpuset cgroup its cpus
+   and mems so processes can join it;
+2. limits that grow, parents first (a child never needs more than its parent allows);
+3. limits that shrink, children first; on v1 the memory+swap limit is raised before and lowered
+   after the memory limit, as the kernel requires;
+4. processes moved into the reserved cgroups.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import yaml
+
+from cgalloc import procs
+from cgalloc.allocatable import check_enforceable, compute
+from cgalloc.capacity import online_cpus, parse_cpuset
+from cgalloc.cgroupfs import controller_dirs, limit_files, parse_limit_value
+from cgalloc.errors import CgallocError, HostError, InputError
+from cgalloc.quantity import Quantity, QuantityError
+from cgalloc.tree import PodSpec, desired_tree
+
+# Controllers a node cannot be enforced without; others (cpuset, hugetlb) are skipped if absent.
+ESSENTIAL = ("cpu", "memory", "pids")
+RESERVED_ROLES = ("kube-reserved", "system-reserved")
+FIELDS = {
+    "kubepods": "--cgroup-root (cgroupRoot)",
+    "qos": "--cgroup-root (cgroupRoot)",
+    "pod": "--pods",
+    "kube-reserved": "--kube-reserved-cgroup (kubeReservedCgroup)",
+    "system-reserved": "--system-reserved-cgroup (systemReservedCgroup)",
+}
+PAGE_SIZE = 4096
+USAGE_FILES = ("memory.current", "memory.usage_in_bytes")
+MEMORY_LIMIT_FILES = ("memory.max", "memory.limit_in_bytes")
+MEMSW_FILE = "memory.memsw.limit_in_bytes"
+
+
+@dataclass(frozen=True)
+class Action:
+    """One change. ``mount`` is a hierarchy mount point, ``path`` a cgroup below it ("" = root)."""
+
+    kind: str  # "mkdir" | "enable" | "write" | "move"
+    mount: str
+    path: str
+    file: str = ""
+    old: str | None = None  # current value (None: cgroup or file does not exist yet);
+    # for "move" the cgroup the process is in now ("/a/b")
+    new: str = ""  # value to write; "+cpu +memory" for enable; the pid for move
+    cgroup: str = ""  # the desired cgroup this belongs to (display, ordering)
+    note: str = ""  # process name for a move
+
+    def where(self, root: str) -> str:
+        """The file or directory, relative to the cgroupfs root."""
+        rel = os.path.relpath(os.path.join(self.mount, self.path), root)
+        rel = "" if rel == "." else rel
+        if self.kind in ("mkdir", "rmdir"):
+            return rel or "."
+        return os.path.join(rel, self.file) if rel else self.file
+
+    def describe(self, root: str) -> str:
+        where = self.where(root)
+        if self.kind in ("mkdir", "rmdir"):
+            return f"{self.kind} {where}"
+        if self.kind == "enable":
+            verb = "disable" if self.new.startswith("-") else "enable"
+            return f"{verb} {self.new} in {where}"
+        if self.kind == "move":
+            return f"move pid {self.new} ({self.note}) from {self.old} to {where}"
+        old = "(new)" if self.old is None else self.old or '""'
+        return f"write {where}: {old} -> {self.new}"
+
+    def to_json(self, root: str) -> dict:
+        out = {"action": self.kind, "path": self.where(root), "cgroup": self.cgroup}
+        if self.kind in ("write", "enable", "move"):
+            out["old"] = self.old
+            out["new"] = self.new
+        if self.note:
+            out["process"] = self.note
+        return out
+
+
+@dataclass
+class Plan:
+    root: str  # the cgroupfs root the plan was made for
+    actions: list[Action] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)  # memory limits below usage
+    warnings: list[str] = field(default_factory=list)
+
+    def describe(self) -> list[str]:
+        return [a.describe(self.root) for a in self.actions]
+
+    def to_json(self) -> dict:
+        return {
+            "root": self.root,
+            "actions": [a.to_json(self.root) for a in self.actions],
+            "refusals": list(self.refusals),
+            "warnings": list(self.warnings),
+        }
+
+
+# ---------------------------------------------------------------- live tree access (read only)
+
+
+def read_file(mount: str, path: str, file: str) -> str | None:
+    """A cgroup file's content without the trailing newline; None if it does not exist."""
+    try:
+        with open(os.path.join(mount, path, file), encoding="utf-8") as fh:
+            return fh.read().rstrip("\n")
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def is_cgroup(mount: str, path: str) -> bool:
+    return os.path.isdir(os.path.join(mount, path))
+
+
+def hierarchy_mounts(h) -> dict[str, str]:
+    """Controller → the mount point holding it, for the controllers cgalloc manages.
+
+    A hybrid host is enforced on its v1 controllers, as the kubelet does.
+    """
+    return controller_dirs(h, "")
+
+
+def _distinct(values: Iterable[str]) -> list[str]:
+    return sorted(set(values))
+
+
+# ---------------------------------------------------------------- value comparison
+
+INF = float("inf")
+
+
+def _comparable(file: str, value: str):
+    """A value in a form where the kernel's rounding and spellings compare equal and order:
+    cpusets as sets, limits as numbers with "no limit" = infinity, memory in whole pages."""
+    try:
+        parsed = parse_limit_value(file, value)
+        if file.startswith("cpuset."):
+            return parse_cpuset(parsed)
+    except ValueError:
+        return value.strip()
+    if isinstance(parsed, tuple):
+        quota, period = parsed
+        return (INF if quota < 0 else float(quota), period)
+    if parsed < 0:
+        return INF
+    if file.startswith("memory."):
+        return float(parsed // PAGE_SIZE * PAGE_SIZE)  # the kernel keeps whole pages
+    return float(parsed)
+
+
+def same_value(file: str, live: str | None, desired: str) -> bool:
+    """True when the live content already is the desired value."""
+    return live is not None and _comparable(file, live) == _comparable(file, desired)
+
+
+def _shrinks(file: str, old: str | None, new: str) -> bool:
+    """True when writing ``new`` over ``old`` tightens a limit (so children go first)."""
+    if old is None:
+        return True  # a new cgroup starts unlimited
+    a, b = _comparable(file, old), _comparable(file, new)
+    if isinstance(a, frozenset):
+        return b < a
+    if isinstance(a, tuple):
+        a, b = a[0], b[0]
+    if isinstance(a, float) and isinstance(b, float):
+        return b < a
+    return False
+
+
+# ---------------------------------------------------------------- building the plan
+
+
+def check_targets(desired: Sequence, mounts: dict[str, str]) -> None:
+    """Refuse cgroups cgalloc must not touch; one sentence per problem, naming the field."""
+    problems: list[str] = []
+    kubepods = next((d.path for d in desired if d.role == "kubepods"), None)
+    for d in desired:
+        fld = FIELDS.get(d.role, d.role)
+        parts = d.path.split("/")
+        if not d.path.strip("/"):
+            problems.append(f"{fld} must name a cgroup below the root, not the root cgroup itself.")
+            continue
+        if d.path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            problems.append(
+                f"{fld} path {d.path!r} must stay inside the cgroupfs mount "
+                "(no '..', '.' or empty components)."
+            )
+            continue
+        inside = kubepods is not None and (d.path + "/").startswith(kubepods + "/")
+        if d.role in RESERVED_ROLES and inside:
+            problems.append(
+                f"{fld} /{d.path} must not be kubepods (/{kubepods}) or inside it; "
+                "give a cgroup outside the pods' tree, e.g. /system.slice."
+            )
+            continue
+        for mount in _distinct(mounts.values()):
+            for i in range(1, len(parts) + 1):
+                try:
+                    st = os.lstat(os.path.join(mount, *parts[:i]))
+                except OSError:
+                    break
+                if stat.S_ISLNK(st.st_mode):
+                    problems.append(
+                        f"{fld} /{d.path} goes through the symlink "
+                        f"{os.path.join(mount, *parts[:i])}; give the real cgroup path."
+                    )
+                    break
+    if problems:
+        raise InputError(_distinct(problems))
+
+
+def _ancestors(path: str) -> list[str]:
+    """"a/b/c" → ["", "a", "a/b"]: the cgroups whose subtree_control must enable controllers."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(len(parts))]
+
+
+def _file_rank(file: str, shrinking: bool) -> int:
+    # memsw must stay >= memory: raise it first, lower it last.
+    if file == MEMSW_FILE:
+        return 1 if shrinking else -1
+    return 0
+
+
+def build(
+    hierarchy,
+    desired: Sequence,
+    limit_files=limit_files,
+    *,
+    weight_formula: str = "kubelet",
+    create_reserved: bool = True,
+    moves: Sequence[tuple[str, Sequence[str]]] = (),
+    proc_root: str = procs.PROC,
+) -> Plan:
+    """Diff ``desired`` (parents first, tree.DesiredCgroup) against the live tree.
+
+    ``limit_files(hierarchy, limits, weight_formula)`` maps a cgroup's limits to
+    (controller, file, value) triples (cgroupfs.limit_files). ``moves`` lists
+    (role, process names) to move into the cgroup of that role.
+    """
+    root = hierarchy.root
+    mounts = hierarchy_mounts(hierarchy)
+    check_targets(desired, mounts)
+    plan = Plan(root=root)
+    v2 = hierarchy.version == "v2"
+    missing_ctrl = [c for c in ESSENTIAL if c not in mounts]
+    if missing_ctrl and desired:
+        where = "the root's cgroup.controllers" if v2 else "the mounted v1 hierarchies"
+        raise HostError(
+            f"cgroup controller(s) {', '.join(missing_ctrl)} not available in {where} "
+            f"under {root}; the node cannot be enforced."
+        )
+    dir_mounts = _distinct(mounts.values())
+
+    structure: list[Action] = []
+    writes: list[tuple[int, Action, bool]] = []  # (depth index, action, shrinking)
+    created: set[tuple[str, str]] = set()
+    subtree: dict[tuple[str, str], set[str]] = {}
+    subtree_old: dict[tuple[str, str], str | None] = {}
+    final: dict[tuple[str, str, str], str] = {}  # planned values, for cpuset inheritance
+    missing_reserved: list[str] = []
+
+    for index, d in enumerate(desired):
+        files = [
+            (c, f, v) for c, f, v in limit_files(hierarchy, d.limits, weight_formula) if c in mounts
+        ]
+        for c, f, v in files:
+            final[(mounts[c], d.path, f)] = v
+        if v2:
+            for anc in _ancestors(d.path):
+                key = (mounts["cpu"], anc)
+                if key not in subtree:
+                    live = None if key in created else read_file(*key, "cgroup.subtree_control")
+                    subtree[key] = set((live or "").split())
+                    subtree_old[key] = live
+                want = [c for c in mounts if c not in subtree[key]]
+                if want:
+                    structure.append(
+                        Action(
+                            "enable",
+                            key[0],
+                            anc,
+                            "cgroup.subtree_control",
+                            old=subtree_old[key],
+                            new=" ".join("+" + c for c in want),
+                            cgroup=d.path,
+                        )
+                    )
+                    subtree[key].update(want)
+        for mount in dir_mounts:
+            if is_cgroup(mount, d.path):
+                continue
+            if d.role in RESERVED_ROLES and not create_reserved:
+                missing_reserved.append(f"{d.role} /{d.path}: {os.path.join(mount, d.path)}")
+                continue
+            structure.append(Action("mkdir", mount, d.path, cgroup=d.path))
+            created.add((mount, d.path))
+            if not v2 and mounts.get("cpuset") == mount:
+                structure.extend(_cpuset_seed(mount, d.path, final))
+        for c, f, v in files:
+            mount = mounts[c]
+            new_dir = (mount, d.path) in created
+            if new_dir and c == "cpuset" and not v2:
+                continue  # already written by the seed, right after mkdir
+            old = None if new_dir else read_file(mount, d.path, f)
+            if same_value(f, old, v):
+                continue
+            shrinking = _shrinks(f, old, v)
+            action = Action("write", mount, d.path, f, old, v, cgroup=d.path)
+            writes.append((index, action, shrinking))
+
+    if missing_reserved:
+        raise HostError(
+            "\n".join(
+                ["reserved cgroups are missing and --no-create-reserved was given:"]
+                + [f"  missing {m}" for m in missing_reserved]
+            )
+        )
+
+    grow = [(i, a) for i, a, s in writes if not s]
+    shrink = [(i, a) for i, a, s in writes if s]
+    grow.sort(key=lambda t: (t[0], _file_rank(t[1].file, False)))
+    shrink.sort(key=lambda t: (-t[0], _file_rank(t[1].file, True)))
+    plan.actions = structure + [a for _, a in grow] + [a for _, a in shrink]
+    plan.refusals = _below_usage(plan.actions, root)
+    plan.actions += _moves(desired, moves, mounts, v2, proc_root, plan.warnings)
+    return plan
+
+
+def _cpuset_seed(mount: str, path: str, final: dict) -> list[Action]:
+    """A new v1 cpuset cgroup starts with no cpus or mems; give it its final or parent's ones."""
+    parent = os.path.dirname(path)
+    out = []
+    for file in ("cpuset.mems", "cpuset.cpus"):
+        value = final.get((mount, path, file))
+        if value is None:
+            value = final.get((mount, parent, file))
+        if value is None:
+            value = read_file(mount, parent, file) or ""
+        final[(mount, path, file)] = value
+        out.append(Action("write", mount, path, file, None, value, cgroup=path))
+    return out
+
+
+def _below_usage(actions: list[Action], root: str) -> list[str]:
+    """Memory limits that would drop below what the cgroup uses now."""
+    refusals = []
+    for a in actions:
+        if a.kind != "write" or a.file not in MEMORY_LIMIT_FILES or a.old is None:
+            continue
+        new = _comparable(a.file, a.new)
+        usage_text = None
+        for f in USAGE_FILES:
+            usage_text = read_file(a.mount, a.path, f)
+            if usage_text is not None:
+                break
+        if usage_text is None or not usage_text.strip().isdigit():
+            continue
+        usage = int(usage_text)
+        if isinstance(new, float) and new < usage:
+            refusals.append(
+                f"refusing to lower the memory limit of /{a.path} to {a.new} bytes: it uses "
+                f"{usage} bytes now (give --force to lower it anyway and let the kernel "
+                "reclaim or OOM-kill)."
+            )
+    return refusals
+
+
+def _moves(desired, moves, mounts, v2, proc_root, warnings) -> list[Action]:
+    by_role = {d.role: d.path for d in desired}
+    out: list[Action] = []
+    for role, names in moves:
+        target = by_role.get(role)
+        if target is None:
+            raise InputError(
+                f"--{role}-procs needs the {role} cgroup: set --{role}-cgroup "
+                f"({'kubeReservedCgroup' if role == 'kube-reserved' else 'systemReservedCgroup'})."
+            )
+        found = procs.find(list(names), proc_root)
+        for name in names:
+            if not any(p.name == name for p in found):
+                warnings.append(f"no running process named {name!r} to move into /{target}")
+        for p in found:
+            for mount in _distinct(mounts.values()):
+                ctrls = [c for c, m in mounts.items() if m == mount]
+                current = p.cgroups.get("") if v2 else next(
+                    (p.cgroups[c] for c in ctrls if c in p.cgroups), None
+                )
+                if current is None or current == "/" + target:
+                    continue
+                out.append(
+                    Action(
+                        "move", mount, target, "cgroup.procs", current, str(p.pid), target, p.name
+                    )
+                )
+    return out
+
+
+def drift(plan: Plan) -> list[str]:
+    """What differs between the live tree and the desired one, one line each (for verify)."""
+    lines = []
+    for a in plan.actions:
+        where = a.where(plan.root)
+        if a.kind == "mkdir":
+            lines.append(f"missing cgroup {where}")
+        elif a.kind == "enable":
+            lines.append(f"{where}: controllers not enabled: {a.new.replace('+', '')}")
+        elif a.kind == "move":
+            lines.append(f"process {a.new} ({a.note}) is in {a.old}, not /{a.path}")
+        else:
+            lines.append(f"{where}: is {a.old if a.old is not None else '(missing)'}, want {a.new}")
+    return lines
+
+
+def require_no_refusals(plan: Plan, force: bool) -> None:
+    if plan.refusals and not force:
+        raise CgallocError("\n".join([*plan.refusals, "nothing was written."]))
+
+
+# ---------------------------------------------------------------- from node inputs
+
+POD_FIELDS = ("uid", "qos", "cpuRequest", "cpuLimit", "memoryRequest", "memoryLimit")
+
+
+def load_pods(path: str) -> list:
+    """``--pods FILE``: a JSON or YAML list of {uid, qos, cpuRequest, cpuLimit, memoryRequest,
+    memoryLimit} (quantities as in a pod spec; missing limits mean none declared)."""
+    form = (
+        "a JSON or YAML list of {uid, qos (guaranteed|burstable|besteffort), cpuRequest, "
+        "cpuLimit, memoryRequest, memoryLimit}"
+    )
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh)
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError(f"--pods {path}: cannot read it ({exc}); accepted: {form}.") from None
+    if not isinstance(doc, list):
+        raise InputError(f"--pods {path} must hold {form}.")
+    problems: list[str] = []
+    pods = []
+    for i, item in enumerate(doc):
+        where = f"--pods {path}: pod {i + 1}"
+        if not isinstance(item, dict) or "uid" not in item or "qos" not in item:
+            problems.append(f"{where} must be a mapping with uid and qos; accepted: {form}.")
+            continue
+        unknown = sorted(set(item) - set(POD_FIELDS))
+        if unknown:
+            problems.append(f"{where} has unknown field(s) {', '.join(unknown)}; accepted: {form}.")
+            continue
+        values = {}
+        for key in ("cpuRequest", "cpuLimit", "memoryRequest", "memoryLimit"):
+            if item.get(key) is None:
+                continue
+            try:
+                q = Quantity.parse(str(item[key]))
+            except QuantityError:
+                problems.append(
+                    f"{where} {key} {item[key]!r} is not a quantity such as 500m or 1Gi."
+                )
+                continue
+            values[key] = q.milli_value() if key.startswith("cpu") else q.value()
+        try:
+            pods.append(
+                PodSpec(
+                    uid=str(item["uid"]),
+                    qos=str(item["qos"]).lower(),
+                    cpu_request_milli=values.get("cpuRequest", 0),
+                    cpu_limit_milli=values.get("cpuLimit"),
+                    memory_request=values.get("memoryRequest", 0),
+                    memory_limit=values.get("memoryLimit"),
+                )
+            )
+        except ValueError as exc:
+            problems.append(f"{where}: {exc}; accepted: {form}.")
+    if problems:
+        raise InputError(problems)
+    return pods
+
+
+def node_plan(
+    cfg,
+    capacity,
+    hierarchy,
+    pods: Sequence = (),
+    *,
+    weight_formula: str = "kubelet",
+    create_reserved: bool = True,
+    moves: Sequence[tuple[str, Sequence[str]]] = (),
+) -> tuple[Plan, list]:
+    """The plan for a NodeConfig and capacity: Allocatable → desired tree → diff.
+
+    Returns the plan and the desired cgroups.
+    """
+    alloc = compute(cfg, capacity)
+    check_enforceable(alloc)
+    online = online_cpus() if cfg.reserved_cpus else None
+    try:
+        desired = desired_tree(cfg, alloc, hierarchy, pods, online)
+    except ValueError as exc:  # a pod uid the driver cannot name
+        raise InputError(f"--pods: {exc}.") from None
+    p = build(
+        hierarchy,
+        desired,
+        weight_formula=weight_formula,
+        create_reserved=create_reserved,
+        moves=moves,
+    )
+    p.warnings[:0] = list(alloc.warnings)
+    return p, desired

@@ -1,0 +1,553 @@
+"""Usage of a cgroup tree: per-cgroup records read by the C core, and the summary-API shape.
+
+What is read, per cgroup (v1 file / v2 file):
+
+- CPU: ``cpuacct.usage`` ns / ``cpu.stat usage_usec``×1000; throttling from ``cpu.stat``
+  (``throttled_time`` ns / ``throttled_usec``×1000).
+- memory: ``memory.usage_in_bytes`` / ``memory.current``; working set = usage −
+  ``total_inactive_file`` / ``inactive_file``, clamped at 0; rss = ``total_rss`` / ``anon``;
+  page faults ``total_pgfault``, ``total_pgmajfault`` / ``pgfault``, ``pgmajfault``.
+- pids: ``pids.current``.
+- limits: ``memory.limit_in_bytes`` / ``memory.max``, ``cpu.shares`` / ``cpu.weight``,
+  ``cpu.cfs_quota_us`` + ``cpu.cfs_period_us`` / ``cpu.max``, ``pids.max``.
+
+These are the sources cAdvisor feeds the kubelet's ``/stats/summary`` from, so the numbers here
+are the numbers the kubelet would report for the same cgroups.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cgalloc import core, tree
+from cgalloc.cgroupfs import Hierarchy, controller_dirs, detect
+from cgalloc.core.records import MAX, OK, FileSpec, Snapshot
+from cgalloc.errors import HostError, InputError
+from cgalloc.resources import CPU, MEMORY
+
+if TYPE_CHECKING:
+    from cgalloc.config import NodeConfig
+
+UNLIMITED = 2**64 - 1  # how "max" is reported (cAdvisor's math.MaxUint64)
+MEMORY_UNLIMITED_ABOVE = 1 << 62  # the kubelet's isMemoryUnlimited bound for availableBytes
+
+
+@dataclass(frozen=True)
+class Field:
+    """One number of a cgroup: where it is read from and how it is scaled."""
+
+    name: str
+    controller: str  # v1 controller whose mount holds the file; unused on v2
+    file: str
+    key: str | None = None  # keyed file key; None for a single-value file
+    field: int | None = None  # index in a space-separated file (cpu.max); None otherwise
+    scale: int = 1  # multiply by this (usec -> ns)
+
+
+V1_FIELDS: tuple[Field, ...] = (
+    Field("cpu_usage_ns", "cpuacct", "cpuacct.usage"),
+    Field("nr_periods", "cpu", "cpu.stat", key="nr_periods"),
+    Field("nr_throttled", "cpu", "cpu.stat", key="nr_throttled"),
+    Field("throttled_ns", "cpu", "cpu.stat", key="throttled_time"),
+    Field("cpu_shares", "cpu", "cpu.shares"),
+    Field("cpu_quota_us", "cpu", "cpu.cfs_quota_us"),
+    Field("cpu_period_us", "cpu", "cpu.cfs_period_us"),
+    Field("memory_usage", "memory", "memory.usage_in_bytes"),
+    Field("memory_limit", "memory", "memory.limit_in_bytes"),
+    Field("inactive_file", "memory", "memory.stat", key="total_inactive_file"),
+    Field("rss", "memory", "memory.stat", key="total_rss"),
+    Field("pgfault", "memory", "memory.stat", key="total_pgfault"),
+    Field("pgmajfault", "memory", "memory.stat", key="total_pgmajfault"),
+    Field("pids_current", "pids", "pids.current"),
+    Field("pids_max", "pids", "pids.max"),
+)
+
+V2_FIELDS: tuple[Field, ...] = (
+    Field("cpu_usage_ns", "cpu", "cpu.stat", key="usage_usec", scale=1000),
+    Field("nr_periods", "cpu", "cpu.stat", key="nr_periods"),
+    Field("nr_throttled", "cpu", "cpu.stat", key="nr_throttled"),
+    Field("throttled_ns", "cpu", "cpu.stat", key="throttled_usec", scale=1000),
+    Field("cpu_weight", "cpu", "cpu.weight"),
+    Field("cpu_quota_us", "cpu", "cpu.max", field=0),
+    Field("cpu_period_us", "cpu", "cpu.max", field=1),
+    Field("memory_usage", "memory", "memory.current"),
+    Field("memory_limit", "memory", "memory.max"),
+    Field("inactive_file", "memory", "memory.stat", key="inactive_file"),
+    Field("rss", "memory", "memory.stat", key="anon"),
+    Field("anon", "memory", "memory.stat", key="anon"),
+    Field("file", "memory", "memory.stat", key="file"),
+    Field("pgfault", "memory", "memory.stat", key="pgfault"),
+    Field("pgmajfault", "memory", "memory.stat", key="pgmajfault"),
+    Field("pids_current", "pids", "pids.current"),
+    Field("pids_max", "pids", "pids.max"),
+)
+
+
+def fields_for(version: str) -> tuple[Field, ...]:
+    """The fields read on a hierarchy version; hybrid nodes keep their controllers on v1."""
+    return V2_FIELDS if version == "v2" else V1_FIELDS
+
+
+# A raw value: a number, UNLIMITED for "max"/"-1", None when the file or key is absent.
+Raw = dict[str, int | None]
+
+
+@dataclass(frozen=True)
+class CgroupStats:
+    """One cgroup at one instant. ``None`` = not available (file or controller missing)."""
+
+    path: str  # relative to the hierarchy root, "" for the root cgroup
+    found: bool  # False when the directory does not exist in any read mount
+    time_ns: int  # CLOCK_MONOTONIC of the sample, for rates
+    cpu_usage_ns: int | None
+    nr_periods: int | None
+    nr_throttled: int | None
+    throttled_ns: int | None
+    memory_usage: int | None
+    working_set: int | None
+    rss: int | None
+    pgfault: int | None
+    pgmajfault: int | None
+    pids_current: int | None
+    memory_limit: int | None  # UNLIMITED for no limit
+    cpu_shares: int | None  # v1
+    cpu_weight: int | None  # v2
+    cpu_quota_us: int | None  # UNLIMITED for no quota
+    cpu_period_us: int | None
+    pids_max: int | None
+
+
+def working_set(usage: int | None, inactive_file: int | None) -> int | None:
+    """usage − inactive_file, clamped at 0 (cAdvisor setMemoryStats)."""
+    if usage is None:
+        return None
+    if inactive_file is None:
+        return usage
+    return max(usage - inactive_file, 0)
+
+
+def usage_nano_cores(prev: CgroupStats | None, cur: CgroupStats) -> int | None:
+    """CPU rate between two samples, as cAdvisor's InstCpuStats computes it.
+
+    ``uint64(float64(Δusage) / float64(Δt_ns) * 1e9)``; None when there is no earlier sample or
+    when time or the cumulative usage went backwards (cAdvisor refuses those too).
+    """
+    if prev is None or prev.cpu_usage_ns is None or cur.cpu_usage_ns is None:
+        return None
+    dt = cur.time_ns - prev.time_ns
+    if dt <= 0 or cur.cpu_usage_ns < prev.cpu_usage_ns:
+        return None
+    return int(float(cur.cpu_usage_ns - prev.cpu_usage_ns) / float(dt) * 1e9)
+
+
+def build(path: str, raw: Raw, time_ns: int, found: bool = True) -> CgroupStats:
+    """A record from the raw values of :func:`fields_for`'s fields.
+
+    On the v2 root, which has no ``memory.current``, usage is anon + file like the kubelet.
+    """
+    usage = raw.get("memory_usage")
+    if usage is None and raw.get("anon") is not None and raw.get("file") is not None:
+        usage = raw["anon"] + raw["file"]
+    return CgroupStats(
+        path=path,
+        found=found,
+        time_ns=time_ns,
+        cpu_usage_ns=raw.get("cpu_usage_ns"),
+        nr_periods=raw.get("nr_periods"),
+        nr_throttled=raw.get("nr_throttled"),
+        throttled_ns=raw.get("throttled_ns"),
+        memory_usage=usage,
+        working_set=working_set(usage, raw.get("inactive_file")),
+        rss=raw.get("rss"),
+        pgfault=raw.get("pgfault"),
+        pgmajfault=raw.get("pgmajfault"),
+        pids_current=raw.get("pids_current"),
+        memory_limit=raw.get("memory_limit"),
+        cpu_shares=raw.get("cpu_shares"),
+        cpu_weight=raw.get("cpu_weight"),
+        cpu_quota_us=raw.get("cpu_quota_us"),
+        cpu_period_us=raw.get("cpu_period_us"),
+        pids_max=raw.get("pids_max"),
+    )
+
+
+# ---- reading a tree ----------------------------------------------------------------------
+
+
+class _MountPlan:
+    """What to read from one mount: its FileSpecs and where each field's cell sits."""
+
+    def __init__(self, path: str, fields: Sequence[Field]):
+        self.path = path
+        by_file: dict[str, list[Field]] = {}
+        for f in fields:
+            by_file.setdefault(f.file, []).append(f)
+        specs: list[FileSpec] = []
+        # (field name, cell offset within a dir, scale)
+        self.cells: list[tuple[str, int, int]] = []
+        offset = 0
+        for name, group in by_file.items():
+            if group[0].key is not None:
+                keys = list(dict.fromkeys(f.key for f in group))
+                spec = FileSpec(name, "keyed", tuple(keys))
+                self.cells += [(f.name, offset + keys.index(f.key), f.scale) for f in group]
+            elif group[0].field is not None:
+                width = max(f.field for f in group) + 1
+                spec = FileSpec(name, "fields", tuple(f"f{i}" for i in range(width)))
+                self.cells += [(f.name, offset + f.field, f.scale) for f in group]
+            else:
+                spec = FileSpec(name)
+                self.cells += [(f.name, offset, f.scale) for f in group]
+            specs.append(spec)
+            offset += spec.ncells
+        self.specs = tuple(specs)
+        self.cells_per_dir = offset
+
+    def fill(self, snap: Snapshot, raws: list[Raw], found: list[bool]) -> None:
+        """Add this mount's values to each dir's raw dict; mark dirs seen in this mount."""
+        values, status, width = snap.values, snap.status, self.cells_per_dir
+        for d, raw in enumerate(raws):
+            base = d * width
+            seen = False
+            for name, off, scale in self.cells:
+                st = status[base + off]
+                if st == OK:
+                    raw[name] = values[base + off] * scale
+                    seen = True
+                elif st == MAX:
+                    raw[name] = UNLIMITED
+                    seen = True
+            # A dir whose files all say ENOENT may still exist (no such controller files);
+            # only a stat tells, and it is needed only when nothing was read.
+            if seen or os.path.isdir(os.path.join(self.path, snap.dirs[d])):
+                found[d] = True
+
+
+def mount_plans(h: Hierarchy) -> list[_MountPlan]:
+    """One plan per mount: the unified mount on v2, each v1 controller's mount otherwise.
+
+    Controllers co-mounted on v1 (cpu,cpuacct) share one plan, so each file is read once.
+    """
+    if h.version == "v2":
+        return [_MountPlan(h.unified or h.root, V2_FIELDS)]
+    by_mount: dict[str, list[Field]] = {}
+    for f in V1_FIELDS:
+        mount = h.v1_mounts.get(f.controller)
+        if mount is not None:
+            by_mount.setdefault(os.path.realpath(mount), []).append(f)
+    return [_MountPlan(m, fs) for m, fs in sorted(by_mount.items())]
+
+
+def plain_tree_hierarchy(path: str) -> Hierarchy | None:
+    """The layout of a directory that holds cgroup-like files but is no cgroup mount.
+
+    A v2 tree has ``cgroup.controllers`` or ``cpu.stat`` at its top; a v1 tree has controller
+    directories (``memory``, ``cpu``, ...). Used for copies of a tree and for test fixtures.
+    """
+    if any(os.path.exists(os.path.join(path, f)) for f in ("cgroup.controllers", "cpu.stat")):
+        return Hierarchy("v2", path, {}, path, frozenset({"cpu", "memory", "pids"}))
+    ctrls = {f.controller for f in V1_FIELDS}
+    mounts = {c: os.path.join(path, c) for c in ctrls if os.path.isdir(os.path.join(path, c))}
+    if mounts:
+        return Hierarchy("v1", path, mounts, None, frozenset(mounts))
+    return None
+
+
+def open_hierarchy(path: str) -> tuple[Hierarchy, bool]:
+    """The hierarchy at ``path`` and whether it is a plain directory tree (not cgroupfs)."""
+    try:
+        return detect(path), False
+    except HostError:
+        plain = plain_tree_hierarchy(path) if os.path.isdir(path) else None
+        if plain is None:
+            raise
+        return plain, True
+
+
+class TreeReader:
+    """Reads :data:`V1_FIELDS` / :data:`V2_FIELDS` of many cgroups through the core.
+
+    One core root per mount. ``allow_any_fs`` lets a plain directory tree be read.
+    """
+
+    def __init__(self, hierarchy: Hierarchy, allow_any_fs: bool = False, threads: int = 0):
+        self.hierarchy = hierarchy
+        self.threads = threads
+        self.plans = mount_plans(hierarchy)
+        self.roots = [core.open_root(p.path, allow_any_fs=allow_any_fs) for p in self.plans]
+        self._samplers: list | None = None
+        self._dirs: tuple[str, ...] = ()
+
+    def _records(self, dirs: Sequence[str], snaps: Sequence[Snapshot]) -> list[CgroupStats]:
+        now = time.monotonic_ns()
+        raws: list[Raw] = [{} for _ in dirs]
+        found = [False] * len(dirs)
+        for plan, snap in zip(self.plans, snaps, strict=True):
+            plan.fill(snap, raws, found)
+        return [build(d, raw, now, ok) for d, raw, ok in zip(dirs, raws, found, strict=True)]
+
+    def read(self, dirs: Sequence[str]) -> list[CgroupStats]:
+        """One cold read: open, read, parse, close every file."""
+        snaps = [
+            root.read(dirs, plan.specs, threads=self.threads)
+            for root, plan in zip(self.roots, self.plans, strict=True)
+        ]
+        return self._records(dirs, snaps)
+
+    def sample(self, dirs: Sequence[str]) -> list[CgroupStats]:
+        """A warm read: files stay open between calls and are re-read with pread."""
+        dirs = tuple(dirs)
+        if self._samplers is None:
+            self._samplers = [
+                root.sampler(dirs, plan.specs, threads=self.threads)
+                for root, plan in zip(self.roots, self.plans, strict=True)
+            ]
+        elif dirs != self._dirs:
+            for s in self._samplers:
+                s.update(dirs)
+        self._dirs = dirs
+        return self._records(dirs, [s.sample() for s in self._samplers])
+
+    def close(self) -> None:
+        for s in self._samplers or ():
+            s.close()
+        for root in self.roots:
+            root.close()
+        self._samplers = None
+
+    def __enter__(self) -> TreeReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# ---- summary API shape -------------------------------------------------------------------
+
+
+def rfc3339(epoch_seconds: float) -> str:
+    """A metav1.Time as JSON: UTC, whole seconds."""
+    t = _dt.datetime.fromtimestamp(int(epoch_seconds), tz=_dt.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cpu_summary(cur: CgroupStats, prev: CgroupStats | None, time: str) -> dict[str, object]:
+    """The summary API's ``CPUStats``; ``usageNanoCores`` only once two samples exist."""
+    out: dict[str, object] = {"time": time}
+    rate = usage_nano_cores(prev, cur)
+    if rate is not None:
+        out["usageNanoCores"] = rate
+    if cur.cpu_usage_ns is not None:
+        out["usageCoreNanoSeconds"] = cur.cpu_usage_ns
+    return out
+
+
+def memory_summary(cur: CgroupStats, time: str, limit: int | None = None) -> dict[str, object]:
+    """The summary API's ``MemoryStats``.
+
+    ``limit`` overrides the cgroup's own (the node uses MemTotal). ``availableBytes`` is set only
+    for a limit ≤ 2^62, as the kubelet does; it is limit − working set (0 when over).
+    """
+    out: dict[str, object] = {"time": time}
+    limit = cur.memory_limit if limit is None else limit
+    ws = cur.working_set
+    if limit is not None and ws is not None and limit <= MEMORY_UNLIMITED_ABOVE:
+        out["availableBytes"] = max(limit - ws, 0)
+    for key, value in (
+        ("usageBytes", cur.memory_usage),
+        ("workingSetBytes", ws),
+        ("rssBytes", cur.rss),
+        ("pageFaults", cur.pgfault),
+        ("majorPageFaults", cur.pgmajfault),
+    ):
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def container_summary(
+    name: str, cur: CgroupStats, prev: CgroupStats | None, time: str, start_time: str
+) -> dict[str, object]:
+    """The summary API's ``ContainerStats`` of a system container."""
+    return {
+        "name": name,
+        "startTime": start_time,
+        "cpu": cpu_summary(cur, prev, time),
+        "memory": memory_summary(cur, time),
+    }
+
+
+# ---- the node's tree -----------------------------------------------------------------------
+
+# Summary-API system containers, in the kubelet's order.
+SYSTEM_CONTAINERS = ("kubelet", "runtime", "misc", "pods")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A cgroup of the node tree to report: what it is and what it was promised."""
+
+    role: str  # node | kubepods | qos | pod | kube-reserved | system-reserved | kubelet | ...
+    path: str  # below the hierarchy root, "" = the root cgroup
+    reserved_milli_cpu: int | None = None  # the reservation, for reserved cgroups
+    reserved_memory: int | None = None
+    pod_uid: str = ""
+
+
+def _rel(path: str) -> str:
+    return path.strip("/")
+
+
+def pod_uid(entry: str, driver: str) -> str | None:
+    """The pod UID in a pod cgroup's directory name, or None if it is not a pod cgroup.
+
+    cgroupfs: ``pod<uid>``. systemd: ``kubepods[-<qos>]-pod<uid with - as _>.slice``.
+    """
+    if driver == "systemd":
+        if not entry.endswith(tree.SLICE_SUFFIX):
+            return None
+        last = entry.removesuffix(tree.SLICE_SUFFIX).rsplit("-", 1)[-1]
+        if not last.startswith(tree.POD_PREFIX) or len(last) == len(tree.POD_PREFIX):
+            return None
+        return last[len(tree.POD_PREFIX) :].replace("_", "-")
+    if entry.startswith(tree.POD_PREFIX) and len(entry) > len(tree.POD_PREFIX):
+        return entry[len(tree.POD_PREFIX) :]
+    return None
+
+
+def _listing_dir(h: Hierarchy, path: str) -> str | None:
+    dirs = controller_dirs(h, path)
+    return dirs.get("memory") or next(iter(dirs.values()), None)
+
+
+def discover_pods(h: Hierarchy, kubepods: str, driver: str) -> list[Target]:
+    """Pod cgroups found by listing kubepods and its burstable / besteffort tiers."""
+    kp = tree.parse_systemd(kubepods) if driver == "systemd" else tree.parse_cgroupfs(kubepods)
+    parents = [kubepods] + [
+        tree.driver_path(kp.child(q), driver) for q in tree.QOS_CLASSES if q != "guaranteed"
+    ]
+    out = []
+    for parent in parents:
+        where = _listing_dir(h, parent)
+        try:
+            entries = sorted(os.listdir(where)) if where else []
+        except OSError:
+            continue
+        for entry in entries:
+            uid = pod_uid(entry, driver)
+            if uid is not None and os.path.isdir(os.path.join(where, entry)):
+                out.append(Target("pod", _rel(f"{parent}/{entry}"), pod_uid=uid))
+    return out
+
+
+def _reservation(rl) -> tuple[int | None, int | None]:
+    cpu, mem = rl.get(CPU), rl.get(MEMORY)
+    return (cpu.milli_value() if cpu else None, mem.value() if mem else None)
+
+
+def node_targets(
+    cfg: NodeConfig,
+    h: Hierarchy,
+    kubelet_cgroups: str = "",
+    runtime_cgroups: str = "",
+    system_cgroups: str = "",
+) -> list[Target]:
+    """Root, kubepods, QoS tiers, pods, reserved cgroups and the named daemon cgroups.
+
+    A cgroup named twice (``--kubelet-cgroups`` equal to the kube-reserved cgroup) is one
+    target, under its first role.
+    """
+    driver = cfg.cgroup_driver
+    out = [Target("node", "")]
+    if cfg.cgroups_per_qos:
+        kp = tree.kubepods_name(cfg.cgroup_root, driver)
+        kubepods = tree.driver_path(kp, driver)
+        out.append(Target("kubepods", _rel(kubepods)))
+        out += [
+            Target("qos", _rel(tree.driver_path(kp.child(q), driver)))
+            for q in tree.QOS_CLASSES
+            if q != "guaranteed"
+        ]
+        out += discover_pods(h, kubepods, driver)
+    problems = []
+    for role, value, label, reserved in (
+        ("kube-reserved", cfg.kube_reserved_cgroup, "kubeReservedCgroup (--kube-reserved-cgroup)",
+         cfg.kube_reserved),
+        ("system-reserved", cfg.system_reserved_cgroup,
+         "systemReservedCgroup (--system-reserved-cgroup)", cfg.system_reserved),
+    ):  # fmt: skip
+        if not value:
+            continue
+        try:
+            path = tree.reserved_cgroup_path(value, driver)
+        except tree.CgroupNameError as err:
+            problems.append(f"{label}: {err}.")
+            continue
+        cpu, mem = _reservation(reserved)
+        out.append(Target(role, _rel(path), cpu, mem))
+    if problems:
+        raise InputError(problems)
+    for role, value in (
+        ("kubelet", kubelet_cgroups),
+        ("runtime", runtime_cgroups),
+        ("misc", system_cgroups),
+    ):
+        if value:
+            out.append(Target(role, _rel(value)))
+    seen: set[str] = set()
+    unique = []
+    for t in out:
+        if t.path not in seen:
+            seen.add(t.path)
+            unique.append(t)
+    return unique
+
+
+def system_container_paths(
+    targets: Sequence[Target], kubelet_cgroups: str = "", system_cgroups: str = ""
+) -> dict[str, str]:
+    """Summary-API system container name -> cgroup path; unnamed ones are left out.
+
+    kubelet <- --kubelet-cgroups or the kube-reserved cgroup; runtime <- --runtime-cgroups;
+    misc <- --system-cgroups or the system-reserved cgroup; pods <- kubepods.
+    """
+    by_role = {t.role: t.path for t in targets}
+    out = {}
+    sources = {
+        "kubelet": _rel(kubelet_cgroups) or by_role.get("kube-reserved"),
+        "runtime": by_role.get("runtime"),
+        "misc": _rel(system_cgroups) or by_role.get("system-reserved"),
+        "pods": by_role.get("kubepods"),
+    }
+    for name in SYSTEM_CONTAINERS:
+        if sources[name]:
+            out[name] = sources[name]
+    return out
+
+
+def overflow(target: Target, cur: CgroupStats, prev: CgroupStats | None) -> list[str]:
+    """Why a reserved cgroup's usage exceeds its reservation (the seed's known issue)."""
+    reasons = []
+    ws, mem = cur.working_set, target.reserved_memory
+    if mem is not None and ws is not None and ws > mem:
+        reasons.append(f"memory working set {ws} bytes > reserved {mem} bytes")
+    rate = usage_nano_cores(prev, cur)
+    milli = target.reserved_milli_cpu
+    if milli is not None and rate is not None and rate > milli * 1_000_000:
+        reasons.append(f"cpu {rate / 1e6:.0f}m > reserved {milli}m")
+    return reasons
+
+
+def start_time(h: Hierarchy, path: str) -> float | None:
+    """When a cgroup was created, as cAdvisor tells it: the oldest mtime of its directories."""
+    times = []
+    for d in set(controller_dirs(h, path).values()):
+        with contextlib.suppress(OSError):
+            times.append(os.stat(d).st_mtime)
+    return min(times, default=None)

@@ -1,0 +1,396 @@
+"""Cgroup names for the cgroupfs and systemd drivers, and the desired node tree.
+
+Naming follows the kubelet's ``CgroupName`` (``pkg/kubelet/cm/cgroup_manager_linux.go``) and
+``ExpandSlice`` (opencontainers/cgroups). Two deliberate differences: names that cannot
+round-trip through a driver are rejected with a reason instead of being silently mangled, and a
+reserved cgroup given as a systemd unit path (``/system.slice/kubelet.service``) is used as that
+unit's real cgroup instead of ``/kubelet.service.slice`` (kubernetes issue #110288).
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from cgalloc.errors import InputError
+from cgalloc.limits import (
+    HUGETLB_UNBOUNDED,
+    MIN_SHARES,
+    QUOTA_PERIOD,
+    Limits,
+    format_cpuset,
+    limits_from_resources,
+    milli_cpu_to_quota,
+    milli_cpu_to_shares,
+)
+from cgalloc.resources import MEMORY, add, subtract_clamped
+
+if TYPE_CHECKING:
+    from cgalloc.allocatable import Allocatable
+    from cgalloc.cgroupfs import Hierarchy
+    from cgalloc.config import NodeConfig
+
+SLICE_SUFFIX = ".slice"
+# systemd unit types that own a cgroup; a reserved cgroup may name one of these directly.
+UNIT_SUFFIXES = (".service", ".scope", ".socket", ".mount", ".swap")
+KUBEPODS = "kubepods"
+POD_PREFIX = "pod"
+QOS_CLASSES = ("guaranteed", "burstable", "besteffort")
+DRIVERS = ("cgroupfs", "systemd")
+
+
+class CgroupNameError(ValueError):
+    """A cgroup name or path that a driver cannot represent; the message is the reason."""
+
+
+@dataclass(frozen=True)
+class CgroupName:
+    """A driver-neutral cgroup name: its parts from the root, e.g. ("kubepods", "burstable")."""
+
+    parts: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for part in self.parts:
+            if part in ("", ".", ".."):
+                raise CgroupNameError(f"path component {part!r} is empty or relative")
+            if "/" in part:
+                raise CgroupNameError(f"path component {part!r} contains '/'")
+
+    def child(self, *parts: str) -> CgroupName:
+        """NewCgroupName: the name extended by ``parts``, which may not hold '/' or '_'."""
+        for part in parts:
+            if "_" in part:
+                raise CgroupNameError(
+                    f"component {part!r} contains '_', which the systemd driver reserves "
+                    "as the escape for '-'"
+                )
+        return CgroupName(self.parts + tuple(parts))
+
+
+ROOT = CgroupName()
+
+
+def to_cgroupfs(name: CgroupName) -> str:
+    """ToCgroupfs: "/" + the parts joined with "/"."""
+    return "/" + "/".join(name.parts)
+
+
+def to_systemd(name: CgroupName) -> str:
+    """ToSystemd: parts escaped ('-' → '_'), joined with '-', '.slice' appended, expanded."""
+    if not name.parts:
+        return "/"
+    for part in name.parts:
+        if "_" in part:
+            raise CgroupNameError(
+                f"component {part!r} contains '_', which the systemd driver cannot represent "
+                "('_' is its escape for '-')"
+            )
+    return expand_slice("-".join(p.replace("-", "_") for p in name.parts) + SLICE_SUFFIX)
+
+
+def expand_slice(slice_name: str) -> str:
+    """ExpandSlice: "a-b-c.slice" → "/a.slice/a-b.slice/a-b-c.slice"; "-.slice" → "/"."""
+    if not slice_name.endswith(SLICE_SUFFIX) or len(slice_name) == len(SLICE_SUFFIX):
+        raise CgroupNameError(f"invalid slice name {slice_name!r}: it must end in '.slice'")
+    if "/" in slice_name:
+        raise CgroupNameError(f"invalid slice name {slice_name!r}: it must not contain '/'")
+    stem = slice_name[: -len(SLICE_SUFFIX)]
+    if stem == "-":
+        return "/"
+    path, prefix = "", ""
+    for component in stem.split("-"):
+        if not component:
+            raise CgroupNameError(
+                f"invalid slice name {slice_name!r}: empty component between '-' separators"
+            )
+        path += "/" + prefix + component + SLICE_SUFFIX
+        prefix += component + "-"
+    return path
+
+
+def parse_cgroupfs(path: str) -> CgroupName:
+    """ParseCgroupfsToCgroupName: "/kubepods/burstable" → ("kubepods", "burstable")."""
+    stripped = path[1:] if path.startswith("/") else path
+    if not stripped:
+        return ROOT
+    return CgroupName(tuple(stripped.split("/")))
+
+
+def parse_systemd(name: str) -> CgroupName:
+    """ParseSystemdToCgroupName, but only for names the systemd driver would map back to.
+
+    The kubelet keeps only the base name, so a path whose parents do not match its slice name
+    (``/a.slice/b.slice``) or a unit (``kubelet.service``) would silently name another cgroup;
+    both are rejected here with the path the driver would really use.
+    """
+    if name in ("/", "-.slice"):
+        return ROOT
+    base = posixpath.basename(name.rstrip("/")) if "/" in name else name
+    stem = base.removesuffix(SLICE_SUFFIX)
+    if not stem:
+        raise CgroupNameError(f"{name!r} has an empty slice name")
+    parts = []
+    for component in stem.split("-"):
+        if not component:
+            raise CgroupNameError(
+                f"{name!r}: slice name {base!r} has an empty component between '-' separators"
+            )
+        parts.append(component.replace("_", "-"))
+    result = CgroupName(tuple(parts))
+    if "/" in name:
+        expanded = to_systemd(result)
+        if name.rstrip("/") != expanded:
+            raise CgroupNameError(
+                f"{name!r} is not a systemd slice path: the systemd driver would use {expanded}"
+            )
+    return result
+
+
+def _unit_path(value: str) -> str | None:
+    """The cgroup path of a systemd unit path such as /system.slice/kubelet.service, else None."""
+    parent, unit = posixpath.split(value.rstrip("/"))
+    if not unit.endswith(UNIT_SUFFIXES):
+        return None
+    if not parent.startswith("/") or parent == "/":
+        raise CgroupNameError(
+            f"{value!r} names a unit without its slice; give its cgroup path, "
+            f"e.g. /system.slice/{unit}"
+        )
+    slice_name = posixpath.basename(parent)
+    try:
+        expanded = expand_slice(slice_name)
+    except CgroupNameError as err:
+        raise CgroupNameError(f"{value!r}: the unit's parent is not a slice ({err})") from None
+    if parent != expanded:
+        raise CgroupNameError(
+            f"{value!r}: the unit's parent {parent} is not where systemd puts {slice_name} "
+            f"({expanded})"
+        )
+    return f"{parent}/{unit}"
+
+
+def reserved_cgroup_path(value: str, driver: str) -> str:
+    """The absolute cgroup path of a --kube-reserved-cgroup / --system-reserved-cgroup value.
+
+    cgroupfs takes a path. systemd takes a slice name (``system.slice``), a slice path
+    (``/kube.slice/kube-reserved.slice``) or a unit's cgroup path
+    (``/system.slice/kubelet.service``), which is kept as is.
+    """
+    if not value:
+        raise CgroupNameError("the value is empty")
+    if value.strip("/") == "" or value == "-.slice":
+        raise CgroupNameError("the root cgroup cannot hold a reservation")
+    if driver == "systemd":
+        unit = _unit_path(value) if "/" in value else None
+        if unit is not None:
+            return unit
+        if "/" not in value and value.endswith(UNIT_SUFFIXES):
+            _unit_path("/" + value)  # raises: a unit needs its slice path
+        return to_systemd(parse_systemd(value))
+    return to_cgroupfs(parse_cgroupfs(value))
+
+
+def kubepods_name(cgroup_root: str, driver: str) -> CgroupName:
+    """NewCgroupName(ParseCgroupfsToCgroupName(cgroupRoot), "kubepods")."""
+    root = parse_cgroupfs(cgroup_root or "/")
+    if driver == "systemd":
+        for part in root.parts:
+            if part.endswith(SLICE_SUFFIX):
+                bare = "/" + "/".join(p.removesuffix(SLICE_SUFFIX) for p in root.parts)
+                raise CgroupNameError(
+                    f"with the systemd driver the cgroup root is a cgroupfs-style name: "
+                    f"{bare} means {to_systemd(parse_cgroupfs(bare))}, while "
+                    f"{cgroup_root} would mean {to_systemd(root)}"
+                )
+        to_systemd(root)  # rejects '_' early, before any child is named
+    return root.child(KUBEPODS)
+
+
+def driver_path(name: CgroupName, driver: str) -> str:
+    """The absolute cgroup path of ``name`` under ``driver`` (the kubelet's ``Name()``)."""
+    return to_systemd(name) if driver == "systemd" else to_cgroupfs(name)
+
+
+@dataclass(frozen=True)
+class DesiredCgroup:
+    """One cgroup cgalloc wants: path below the cgroupfs root (no leading '/'), role, limits."""
+
+    path: str
+    role: str  # "kubepods" | "qos" | "pod" | "kube-reserved" | "system-reserved"
+    limits: Limits
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    """The parts of a pod that decide its cgroup (ResourceConfigForPod's inputs).
+
+    Requests and limits are pod totals (overhead included). A ``None`` limit means at least
+    one container did not declare it.
+    """
+
+    uid: str
+    qos: str  # "guaranteed" | "burstable" | "besteffort"
+    cpu_request_milli: int = 0
+    cpu_limit_milli: int | None = None
+    memory_request: int = 0
+    memory_limit: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.qos not in QOS_CLASSES:
+            raise ValueError(f"pod qos {self.qos!r} is not one of {', '.join(QOS_CLASSES)}")
+        if self.qos == "guaranteed" and (self.cpu_limit_milli is None or self.memory_limit is None):
+            raise ValueError(f"guaranteed pod {self.uid} needs cpu and memory limits")
+
+
+def pod_limits(pod: PodSpec, pod_max_pids: int = -1, cpu_period: int = QUOTA_PERIOD) -> Limits:
+    """ResourceConfigForPod with CPU limits enforced, plus the pod pids limit when > 0."""
+    pids = pod_max_pids if pod_max_pids > 0 else None
+    if pod.qos == "besteffort":
+        return Limits(cpu_shares=MIN_SHARES, pids=pids)
+    shares = milli_cpu_to_shares(pod.cpu_request_milli)
+    quota = period = None
+    if pod.cpu_limit_milli is not None:
+        quota = milli_cpu_to_quota(pod.cpu_limit_milli, cpu_period)
+        period = cpu_period
+    return Limits(
+        cpu_shares=shares,
+        cpu_quota=quota,
+        cpu_period=period,
+        memory=pod.memory_limit,
+        pids=pids,
+    )
+
+
+def qos_memory_limits(
+    cfg: NodeConfig, alloc: Allocatable, pods: Sequence[PodSpec]
+) -> tuple[int, int] | None:
+    """The QoS-reserved memory limits (burstable, besteffort), or None when not configured.
+
+    Base is GetNodeAllocatableAbsolute()[memory]: capacity − system − kube, no eviction term.
+    """
+    percent = cfg.qos_reserved.get(MEMORY, 0)
+    reserved = add(cfg.system_reserved, cfg.kube_reserved)
+    absolute = subtract_clamped(alloc.capacity, reserved).get(MEMORY)
+    if not percent or not absolute:
+        return None
+    base = absolute.value()
+    guaranteed = sum(p.memory_request for p in pods if p.qos == "guaranteed")
+    burstable_req = sum(p.memory_request for p in pods if p.qos == "burstable")
+    burstable = base - guaranteed * percent // 100
+    return burstable, burstable - burstable_req * percent // 100
+
+
+def _supported(limits: Limits, controllers: frozenset[str]) -> Limits:
+    # Like the kubelet, hugetlb limits are skipped when the controller is not there.
+    return limits if "hugetlb" in controllers else replace(limits, hugetlb=())
+
+
+def _reserved_entries(cfg: NodeConfig, alloc: Allocatable) -> Iterable[tuple]:
+    """(role, cgroup value, config field, resources), in the kubelet's enforcement order."""
+    yield (
+        "system-reserved",
+        cfg.system_reserved_cgroup,
+        "systemReservedCgroup (--system-reserved-cgroup)",
+        alloc.system_reserved,
+    )
+    yield (
+        "kube-reserved",
+        cfg.kube_reserved_cgroup,
+        "kubeReservedCgroup (--kube-reserved-cgroup)",
+        alloc.kube_reserved,
+    )
+
+
+def desired_tree(
+    cfg: NodeConfig,
+    alloc: Allocatable,
+    hierarchy: Hierarchy,
+    pods: Sequence[PodSpec] = (),
+    online_cpus: frozenset[int] | None = None,
+) -> list[DesiredCgroup]:
+    """The cgroups cgalloc manages for this node, parents first.
+
+    ``online_cpus`` is needed when ``cfg.reserved_cpus`` is set: kubepods then gets the online
+    CPUs minus the reserved ones.
+    """
+    driver = cfg.cgroup_driver
+    problems: list[str] = []
+    out: list[DesiredCgroup] = []
+
+    def add(name: CgroupName | str, role: str, limits: Limits) -> None:
+        path = name if isinstance(name, str) else driver_path(name, driver)
+        out.append(DesiredCgroup(path.lstrip("/"), role, _supported(limits, hierarchy.controllers)))
+
+    if cfg.cgroups_per_qos:
+        try:
+            kubepods = kubepods_name(cfg.cgroup_root, driver)
+        except CgroupNameError as err:
+            problems.append(
+                f"cgroupRoot (--cgroup-root) {cfg.cgroup_root!r}: {err}; accepted: an absolute "
+                "cgroupfs-style path such as / or /mycg."
+            )
+        else:
+            _pod_tree(cfg, alloc, kubepods, pods, online_cpus, add)
+
+    for role, value, field, resources in _reserved_entries(cfg, alloc):
+        if role in cfg.enforce_node_allocatable:
+            compressible = False
+        elif f"{role}-compressible" in cfg.enforce_node_allocatable:
+            compressible = True
+        else:
+            continue
+        if resources is None:
+            continue
+        try:
+            path = reserved_cgroup_path(value, driver)
+        except CgroupNameError as err:
+            problems.append(
+                f"{field} {value!r}: {err}; accepted: an absolute cgroup path"
+                + (", a slice name or a unit's cgroup path." if driver == "systemd" else ".")
+            )
+            continue
+        add(path, role, limits_from_resources(resources, compressible))
+    if problems:
+        raise InputError(problems)
+    return out
+
+
+def _pod_tree(
+    cfg: NodeConfig,
+    alloc: Allocatable,
+    kubepods: CgroupName,
+    pods: Sequence[PodSpec],
+    online_cpus: frozenset[int] | None,
+    add: Callable[[CgroupName, str, Limits], None],
+) -> None:
+    kube_limits = limits_from_resources(alloc.kubepods, compressible_only=False)
+    if cfg.reserved_cpus:
+        if online_cpus is None:
+            raise ValueError("desired_tree needs online_cpus when reserved_cpus is set")
+        kube_limits = replace(
+            kube_limits, cpuset_cpus=format_cpuset(online_cpus - cfg.reserved_cpus)
+        )
+    add(kubepods, "kubepods", kube_limits)
+
+    unbounded = tuple((size, HUGETLB_UNBOUNDED) for size, _ in kube_limits.hugetlb)
+    burstable_milli = sum(p.cpu_request_milli for p in pods if p.qos == "burstable")
+    burstable = Limits(cpu_shares=milli_cpu_to_shares(burstable_milli), hugetlb=unbounded)
+    besteffort = Limits(cpu_shares=MIN_SHARES, hugetlb=unbounded)
+    reserve = qos_memory_limits(cfg, alloc, pods)
+    if reserve is not None:
+        burstable = replace(burstable, memory=reserve[0])
+        besteffort = replace(besteffort, memory=reserve[1])
+    tiers = {"burstable": kubepods.child("burstable"), "besteffort": kubepods.child("besteffort")}
+    add(tiers["burstable"], "qos", burstable)
+    add(tiers["besteffort"], "qos", besteffort)
+
+    for pod in pods:
+        parent = tiers.get(pod.qos, kubepods)
+        try:
+            name = parent.child(POD_PREFIX + pod.uid)
+        except CgroupNameError as err:
+            raise ValueError(f"pod uid {pod.uid!r}: {err}") from None
+        add(name, "pod", pod_limits(pod, cfg.pod_max_pids))

@@ -1,0 +1,823 @@
+/* cgcore: see cgcore.h. Linux only. */
+#define _GNU_SOURCE
+#include "cgcore.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef SYS_openat2
+#define SYS_openat2 437 /* same number on every architecture */
+#endif
+#ifndef RESOLVE_NO_MAGICLINKS
+#define RESOLVE_NO_MAGICLINKS 0x02
+#define RESOLVE_NO_SYMLINKS 0x04
+#define RESOLVE_BENEATH 0x08
+#endif
+
+/* Defined locally: <linux/openat2.h> is missing from older libc headers. */
+struct cg_open_how {
+    uint64_t flags;
+    uint64_t mode;
+    uint64_t resolve;
+};
+
+#define CG_MIN_ITEMS_PER_THREAD 32
+#define CG_MAX_THREADS 64
+
+static volatile int openat2_missing; /* set once the kernel answers ENOSYS */
+
+/* ---------------------------------------------------------------- parsers */
+
+int cg_parse_token(const char *s, size_t n, uint64_t *out)
+{
+    uint64_t v = 0;
+    int over = 0;
+    size_t i;
+
+    *out = 0;
+    if (n == 3 && s[0] == 'm' && s[1] == 'a' && s[2] == 'x')
+        return CG_MAX;
+    /* v1 spells "no limit" as -1 (cpu.cfs_quota_us) */
+    if (n == 2 && s[0] == '-' && s[1] == '1')
+        return CG_MAX;
+    if (n == 0)
+        return CG_EPARSE;
+    for (i = 0; i < n; i++) {
+        unsigned d = (unsigned char)s[i] - (unsigned)'0';
+        if (d > 9)
+            return CG_EPARSE;
+        if (v > (UINT64_MAX - d) / 10)
+            over = 1;
+        else if (!over)
+            v = v * 10 + d;
+    }
+    if (over)
+        return CG_ERANGE;
+    *out = v;
+    return CG_OK;
+}
+
+static void fill(int ncells, uint64_t *vals, uint8_t *st, int status)
+{
+    for (int k = 0; k < ncells; k++) {
+        vals[k] = 0;
+        st[k] = (uint8_t)status;
+    }
+}
+
+static size_t strip_newline(const char *buf, size_t n)
+{
+    return (n > 0 && buf[n - 1] == '\n') ? n - 1 : n;
+}
+
+static void parse_fields(int ncells, const char *buf, size_t n, uint64_t *vals, uint8_t *st)
+{
+    const char *p = buf, *end;
+    int k = 0;
+
+    n = strip_newline(buf, n);
+    end = buf + n;
+    /* count first so a wrong field count poisons every cell, not just the tail */
+    int count = 1;
+    for (size_t i = 0; i < n; i++)
+        count += buf[i] == ' ';
+    if (count != ncells) {
+        fill(ncells, vals, st, CG_EPARSE);
+        return;
+    }
+    for (;;) {
+        const char *sp = memchr(p, ' ', (size_t)(end - p));
+        const char *te = sp ? sp : end;
+        st[k] = (uint8_t)cg_parse_token(p, (size_t)(te - p), &vals[k]);
+        k++;
+        if (!sp)
+            break;
+        p = sp + 1;
+    }
+}
+
+static int find_key(const cg_spec *spec, const char *key, size_t klen, int hint)
+{
+    /* files list keys in a stable order, so the next expected key usually matches */
+    for (int j = hint; j < spec->ncells; j++)
+        if (spec->keylens[j] == klen && memcmp(spec->keys[j], key, klen) == 0)
+            return j;
+    for (int j = 0; j < hint && j < spec->ncells; j++)
+        if (spec->keylens[j] == klen && memcmp(spec->keys[j], key, klen) == 0)
+            return j;
+    return -1;
+}
+
+static void parse_keyed(const cg_spec *spec, const char *buf, size_t n, uint64_t *vals,
+                        uint8_t *st)
+{
+    const char *p = buf, *end = buf + n;
+    int left = spec->ncells, hint = 0;
+
+    fill(spec->ncells, vals, st, CG_EMISSING_KEY);
+    while (p < end && left > 0) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        const char *sp = memchr(p, ' ', (size_t)(le - p));
+        if (sp) {
+            int j = find_key(spec, p, (size_t)(sp - p), hint);
+            if (j >= 0 && st[j] == CG_EMISSING_KEY) { /* first occurrence wins */
+                st[j] = (uint8_t)cg_parse_token(sp + 1, (size_t)(le - sp - 1), &vals[j]);
+                left--;
+                hint = j + 1;
+            }
+        }
+        p = nl ? nl + 1 : end;
+    }
+}
+
+void cg_parse(const cg_spec *spec, const char *buf, size_t n, uint64_t *vals, uint8_t *st)
+{
+    switch (spec->kind) {
+    case CG_SINGLE:
+        st[0] = (uint8_t)cg_parse_token(buf, strip_newline(buf, n), &vals[0]);
+        break;
+    case CG_KEYED:
+        parse_keyed(spec, buf, n, vals, st);
+        break;
+    case CG_FIELDS:
+        parse_fields(spec->ncells, buf, n, vals, st);
+        break;
+    default:
+        fill(spec->ncells, vals, st, CG_EPARSE);
+    }
+}
+
+/* ------------------------------------------------------ path resolution */
+
+int cg_check_relpath(const char *relpath)
+{
+    const char *p = relpath;
+
+    if (!relpath || !*relpath || *relpath == '/' || strlen(relpath) >= PATH_MAX)
+        return -EINVAL;
+    for (;;) {
+        const char *slash = strchr(p, '/');
+        size_t len = slash ? (size_t)(slash - p) : strlen(p);
+        if (len == 0 || (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
+            return -EINVAL;
+        if (!slash)
+            return 0;
+        p = slash + 1;
+    }
+}
+
+static int open_component(int dirfd, const char *name, int oflags)
+{
+    int fd;
+
+    do
+        fd = openat(dirfd, name, oflags | O_NOFOLLOW | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd >= 0)
+        return fd;
+    fd = -errno;
+    if (fd == -ENOTDIR) {
+        /* O_NOFOLLOW|O_DIRECTORY reports a symlink as ENOTDIR; openat2 says ELOOP */
+        struct stat sb;
+        if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode))
+            return -ELOOP;
+    }
+    return fd;
+}
+
+/* The O_NOFOLLOW walk for kernels without openat2; relpath is already checked. */
+static int open_walk(int rootfd, const char *relpath, int oflags)
+{
+    char comp[PATH_MAX];
+    const char *p = relpath;
+    int cur = rootfd;
+
+    for (;;) {
+        const char *slash = strchr(p, '/');
+        if (!slash) {
+            int fd = open_component(cur, p, oflags);
+            if (cur != rootfd)
+                close(cur);
+            return fd;
+        }
+        size_t len = (size_t)(slash - p);
+        memcpy(comp, p, len);
+        comp[len] = '\0';
+        int next = open_component(cur, comp, O_PATH | O_DIRECTORY);
+        if (cur != rootfd)
+            close(cur);
+        if (next < 0)
+            return next;
+        cur = next;
+        p = slash + 1;
+    }
+}
+
+static int open_beneath(int rootfd, const char *relpath, int oflags, int flags)
+{
+    int rc = cg_check_relpath(relpath);
+
+    if (rc < 0)
+        return rc;
+    if (!(flags & CG_FORCE_WALK) && !openat2_missing) {
+        struct cg_open_how how = {
+            .flags = (uint64_t)(oflags | O_CLOEXEC),
+            .mode = 0,
+            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        for (int tries = 0;; tries++) {
+            long fd = syscall(SYS_openat2, rootfd, relpath, &how, sizeof how);
+            if (fd >= 0)
+                return (int)fd;
+            /* EAGAIN: a concurrent rename raced the BENEATH check */
+            if (errno == EINTR || (errno == EAGAIN && tries < 8))
+                continue;
+            if (errno != ENOSYS)
+                return -errno;
+            openat2_missing = 1;
+            break;
+        }
+    }
+    return open_walk(rootfd, relpath, oflags);
+}
+
+/* Opens the parent of relpath's last component; *last points into relpath. */
+static int open_parent(int rootfd, const char *relpath, const char **last, int flags)
+{
+    int rc = cg_check_relpath(relpath);
+    const char *slash;
+    char parent[PATH_MAX];
+
+    if (rc < 0)
+        return rc;
+    slash = strrchr(relpath, '/');
+    if (!slash) {
+        int fd = fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
+        *last = relpath;
+        return fd < 0 ? -errno : fd;
+    }
+    memcpy(parent, relpath, (size_t)(slash - relpath));
+    parent[slash - relpath] = '\0';
+    *last = slash + 1;
+    return open_beneath(rootfd, parent, O_PATH | O_DIRECTORY, flags);
+}
+
+/* ------------------------------------------------------------------- root */
+
+int cg_open_root(const char *path, int flags, long *magic)
+{
+    struct statfs sf;
+    int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+    *magic = 0;
+    if (fd < 0)
+        return -errno;
+    if (fstatfs(fd, &sf) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    *magic = (long)sf.f_type;
+    if (sf.f_type != CG_MAGIC_CGROUP && sf.f_type != CG_MAGIC_CGROUP2 &&
+        !(flags & CG_ALLOW_ANY_FS)) {
+        close(fd);
+        return -EMEDIUMTYPE;
+    }
+    return fd;
+}
+
+int cg_online_cpus(void)
+{
+    cpu_set_t set;
+
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* ------------------------------------------------------------ bulk reads */
+
+static int errno_status(int err)
+{
+    return (err == ENOENT || err == ENODEV || err == ENOTDIR) ? CG_ENOENT : CG_EIO;
+}
+
+static ssize_t pread_retry(int fd, char *buf, size_t n)
+{
+    ssize_t r;
+
+    do
+        r = pread(fd, buf, n, 0);
+    while (r < 0 && errno == EINTR);
+    return r;
+}
+
+/* A short read is the whole file: kernfs emits a seq_file in one read and regular files
+ * only read short at EOF. A full buffer means the content may not have fit. */
+static void parse_read(const cg_spec *spec, ssize_t n, const char *buf, size_t bufsize,
+                       uint64_t *vals, uint8_t *st)
+{
+    if (n < 0)
+        fill(spec->ncells, vals, st, errno_status(errno));
+    else if ((size_t)n >= bufsize)
+        fill(spec->ncells, vals, st, CG_ETOOLONG);
+    else
+        cg_parse(spec, buf, (size_t)n, vals, st);
+}
+
+static int join_path(char *out, const char *dir, const char *name)
+{
+    size_t dl = strlen(dir), nl = strlen(name);
+
+    if (dl + nl + 2 > PATH_MAX)
+        return -ENAMETOOLONG;
+    if (dl) {
+        memcpy(out, dir, dl);
+        out[dl++] = '/';
+    }
+    memcpy(out + dl, name, nl + 1);
+    return 0;
+}
+
+static int open_cell(int rootfd, const char *dir, const cg_spec *spec)
+{
+    char path[PATH_MAX];
+    int rc = join_path(path, dir, spec->name);
+
+    return rc < 0 ? rc : open_beneath(rootfd, path, O_RDONLY, 0);
+}
+
+struct layout {
+    const cg_spec *specs;
+    int nspecs;
+    int cells_per_dir;
+    int celloff[]; /* first cell of each spec within a dir */
+};
+
+static struct layout *make_layout(const cg_spec *specs, int nspecs)
+{
+    struct layout *l = malloc(sizeof *l + sizeof(int) * (size_t)(nspecs + 1));
+
+    if (!l)
+        return NULL;
+    l->specs = specs;
+    l->nspecs = nspecs;
+    l->cells_per_dir = 0;
+    for (int f = 0; f < nspecs; f++) {
+        l->celloff[f] = l->cells_per_dir;
+        l->cells_per_dir += specs[f].ncells;
+    }
+    return l;
+}
+
+struct job {
+    /* shared */
+    const struct layout *lay;
+    int rootfd;
+    const char *const *dirs;
+    int *fds; /* sampler only */
+    int check_nlink;
+    size_t bufsize;
+    uint64_t *vals;
+    uint8_t *st;
+    /* this thread's items: item i is (dir i / nspecs, spec i % nspecs) */
+    long lo, hi;
+    char *buf;
+    int err;
+};
+
+static void cell_ptrs(const struct job *j, long i, const cg_spec **spec, uint64_t **v,
+                      uint8_t **s)
+{
+    long d = i / j->lay->nspecs;
+    int f = (int)(i % j->lay->nspecs);
+    long cell = d * j->lay->cells_per_dir + j->lay->celloff[f];
+
+    *spec = &j->lay->specs[f];
+    *v = j->vals + cell;
+    *s = j->st + cell;
+}
+
+static void *read_worker(void *arg)
+{
+    struct job *j = arg;
+
+    for (long i = j->lo; i < j->hi; i++) {
+        const cg_spec *spec;
+        uint64_t *v;
+        uint8_t *s;
+        ssize_t n;
+
+        cell_ptrs(j, i, &spec, &v, &s);
+        int fd = open_cell(j->rootfd, j->dirs[i / j->lay->nspecs], spec);
+        if (fd < 0) {
+            fill(spec->ncells, v, s, errno_status(-fd));
+            continue;
+        }
+        do
+            n = read(fd, j->buf, j->bufsize);
+        while (n < 0 && errno == EINTR);
+        int e = errno;
+        close(fd);
+        errno = e;
+        parse_read(spec, n, j->buf, j->bufsize, v, s);
+    }
+    return NULL;
+}
+
+static int reopen_if_gone(struct job *j, long i, const cg_spec *spec, ssize_t *n)
+{
+    int gone = *n < 0 && (errno == ENODEV || errno == ENOENT);
+    int fd;
+
+    if (!gone && j->check_nlink && *n >= 0) {
+        struct stat sb;
+        gone = fstat(j->fds[i], &sb) == 0 && sb.st_nlink == 0;
+    }
+    if (!gone)
+        return 0;
+    close(j->fds[i]);
+    j->fds[i] = -1;
+    fd = open_cell(j->rootfd, j->dirs[i / j->lay->nspecs], spec);
+    if (fd < 0)
+        return fd;
+    j->fds[i] = fd;
+    *n = pread_retry(fd, j->buf, j->bufsize);
+    return 0;
+}
+
+static void *sample_worker(void *arg)
+{
+    struct job *j = arg;
+
+    for (long i = j->lo; i < j->hi; i++) {
+        const cg_spec *spec;
+        uint64_t *v;
+        uint8_t *s;
+        ssize_t n;
+
+        cell_ptrs(j, i, &spec, &v, &s);
+        if (j->fds[i] < 0) {
+            int fd = open_cell(j->rootfd, j->dirs[i / j->lay->nspecs], spec);
+            if (fd < 0) {
+                fill(spec->ncells, v, s, errno_status(-fd));
+                continue;
+            }
+            j->fds[i] = fd;
+        }
+        n = pread_retry(j->fds[i], j->buf, j->bufsize);
+        int rc = reopen_if_gone(j, i, spec, &n);
+        if (rc < 0) {
+            fill(spec->ncells, v, s, errno_status(-rc));
+            continue;
+        }
+        parse_read(spec, n, j->buf, j->bufsize, v, s);
+    }
+    return NULL;
+}
+
+static int pick_threads(int nthreads, long items)
+{
+    long n = nthreads > 0 ? nthreads : cg_online_cpus();
+    long by_work = items / CG_MIN_ITEMS_PER_THREAD;
+
+    if (nthreads <= 0 && n > by_work)
+        n = by_work;
+    if (n > CG_MAX_THREADS)
+        n = CG_MAX_THREADS;
+    if (n > items)
+        n = items;
+    return n < 1 ? 1 : (int)n;
+}
+
+/* Splits items [0, total) over threads; the calling thread takes the first share. */
+static int run_jobs(const struct job *proto, long total, int nthreads, void *(*fn)(void *))
+{
+    struct job jobs[CG_MAX_THREADS];
+    pthread_t tids[CG_MAX_THREADS];
+    int started[CG_MAX_THREADS] = {0};
+    int n = pick_threads(nthreads, total), rc = 0;
+
+    for (int t = 0; t < n; t++) {
+        jobs[t] = *proto;
+        jobs[t].lo = total * t / n;
+        jobs[t].hi = total * (t + 1) / n;
+        jobs[t].buf = malloc(proto->bufsize);
+        if (!jobs[t].buf) {
+            for (int u = 0; u < t; u++)
+                free(jobs[u].buf);
+            return -ENOMEM;
+        }
+    }
+    for (int t = 1; t < n; t++)
+        started[t] = pthread_create(&tids[t], NULL, fn, &jobs[t]) == 0;
+    fn(&jobs[0]);
+    for (int t = 1; t < n; t++) {
+        if (started[t])
+            pthread_join(tids[t], NULL);
+        else
+            fn(&jobs[t]); /* could not start a thread: do its share here */
+    }
+    for (int t = 0; t < n; t++) {
+        free(jobs[t].buf);
+        if (jobs[t].err && !rc)
+            rc = jobs[t].err;
+    }
+    return rc;
+}
+
+static const char **unpack_dirs(const char *dirbuf, const size_t *offs, int ndirs)
+{
+    const char **dirs = malloc(sizeof *dirs * (size_t)(ndirs > 0 ? ndirs : 1));
+
+    if (dirs)
+        for (int d = 0; d < ndirs; d++)
+            dirs[d] = dirbuf + offs[d];
+    return dirs;
+}
+
+int cg_read(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
+            const cg_spec *specs, int nspecs, size_t bufsize, int nthreads, uint64_t *vals,
+            uint8_t *st)
+{
+    struct layout *lay;
+    const char **dirs;
+    int rc;
+
+    if (ndirs < 0 || nspecs < 0 || bufsize < 1)
+        return -EINVAL;
+    if (ndirs == 0 || nspecs == 0)
+        return 0;
+    lay = make_layout(specs, nspecs);
+    dirs = unpack_dirs(dirbuf, dir_offs, ndirs);
+    if (!lay || !dirs) {
+        free(lay);
+        free(dirs);
+        return -ENOMEM;
+    }
+    struct job proto = {
+        .lay = lay, .rootfd = rootfd, .dirs = dirs, .bufsize = bufsize, .vals = vals, .st = st,
+    };
+    rc = run_jobs(&proto, (long)ndirs * nspecs, nthreads, read_worker);
+    free(lay);
+    free(dirs);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- sampler */
+
+struct cg_sampler {
+    int rootfd;
+    int nspecs;
+    int ndirs;
+    int check_nlink;
+    size_t bufsize;
+    cg_spec *specs; /* deep copies */
+    struct layout *lay;
+    char **dirs;
+    int *fds; /* ndirs * nspecs, -1 = not open */
+};
+
+static void free_specs(cg_spec *specs, int nspecs)
+{
+    if (!specs)
+        return;
+    for (int f = 0; f < nspecs; f++) {
+        free((void *)specs[f].name);
+        if (specs[f].keys)
+            for (int k = 0; k < specs[f].ncells; k++)
+                free((void *)specs[f].keys[k]);
+        free((void *)specs[f].keys);
+        free((void *)specs[f].keylens);
+    }
+    free(specs);
+}
+
+static cg_spec *copy_specs(const cg_spec *src, int nspecs)
+{
+    cg_spec *specs = calloc((size_t)(nspecs > 0 ? nspecs : 1), sizeof *specs);
+
+    if (!specs)
+        return NULL;
+    for (int f = 0; f < nspecs; f++) {
+        specs[f].kind = src[f].kind;
+        specs[f].ncells = src[f].ncells;
+        specs[f].name = strdup(src[f].name);
+        if (!specs[f].name)
+            goto fail;
+        if (src[f].kind != CG_KEYED)
+            continue;
+        char **keys = calloc((size_t)src[f].ncells + 1, sizeof *keys);
+        uint32_t *lens = calloc((size_t)src[f].ncells + 1, sizeof *lens);
+        specs[f].keys = (const char *const *)keys;
+        specs[f].keylens = lens;
+        if (!keys || !lens)
+            goto fail;
+        for (int k = 0; k < src[f].ncells; k++) {
+            lens[k] = src[f].keylens[k];
+            keys[k] = malloc(lens[k] + 1);
+            if (!keys[k])
+                goto fail;
+            memcpy(keys[k], src[f].keys[k], lens[k]);
+            keys[k][lens[k]] = '\0';
+        }
+    }
+    return specs;
+fail:
+    free_specs(specs, nspecs);
+    return NULL;
+}
+
+cg_sampler *cg_sampler_new(int rootfd, const cg_spec *specs, int nspecs, size_t bufsize,
+                           int check_nlink)
+{
+    cg_sampler *s;
+
+    if (nspecs < 0 || bufsize < 1)
+        return NULL;
+    s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->rootfd = rootfd;
+    s->nspecs = nspecs;
+    s->bufsize = bufsize;
+    s->check_nlink = check_nlink;
+    s->specs = copy_specs(specs, nspecs);
+    s->lay = s->specs ? make_layout(s->specs, nspecs) : NULL;
+    if (!s->lay) {
+        cg_sampler_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void close_row(int *row, int nspecs)
+{
+    for (int f = 0; f < nspecs; f++)
+        if (row[f] >= 0)
+            close(row[f]);
+}
+
+int cg_sampler_set_dirs(cg_sampler *s, const char *dirbuf, const size_t *dir_offs, int ndirs,
+                        const int *carry)
+{
+    size_t cells = (size_t)(ndirs > 0 ? ndirs : 1) * (size_t)(s->nspecs > 0 ? s->nspecs : 1);
+    char *taken = calloc((size_t)(s->ndirs > 0 ? s->ndirs : 1), 1);
+    char **dirs = calloc((size_t)(ndirs > 0 ? ndirs : 1), sizeof *dirs);
+    int *fds = malloc(cells * sizeof *fds);
+    int rc = -ENOMEM;
+
+    if (ndirs < 0) {
+        rc = -EINVAL;
+        goto fail;
+    }
+    if (!taken || !dirs || !fds)
+        goto fail;
+    for (int d = 0; d < ndirs; d++) {
+        int c = carry[d];
+        if (c >= s->ndirs || (c >= 0 && taken[c])) {
+            rc = -EINVAL;
+            goto fail;
+        }
+        if (c >= 0)
+            taken[c] = 1;
+        dirs[d] = strdup(dirbuf + dir_offs[d]);
+        if (!dirs[d])
+            goto fail;
+    }
+    /* validated: from here on nothing fails */
+    for (int d = 0; d < ndirs; d++) {
+        int c = carry[d];
+        for (int f = 0; f < s->nspecs; f++)
+            fds[(size_t)d * s->nspecs + f] = c >= 0 ? s->fds[(size_t)c * s->nspecs + f] : -1;
+    }
+    for (int d = 0; d < s->ndirs; d++) {
+        if (!taken[d])
+            close_row(&s->fds[(size_t)d * s->nspecs], s->nspecs);
+        free(s->dirs[d]);
+    }
+    free(s->dirs);
+    free(s->fds);
+    free(taken);
+    s->dirs = dirs;
+    s->fds = fds;
+    s->ndirs = ndirs;
+    return 0;
+fail:
+    if (dirs)
+        for (int d = 0; d < ndirs; d++)
+            free(dirs[d]);
+    free(dirs);
+    free(fds);
+    free(taken);
+    return rc;
+}
+
+int cg_sampler_sample(cg_sampler *s, int nthreads, uint64_t *vals, uint8_t *st)
+{
+    if (s->ndirs == 0 || s->nspecs == 0)
+        return 0;
+    struct job proto = {
+        .lay = s->lay,
+        .rootfd = s->rootfd,
+        .dirs = (const char *const *)s->dirs,
+        .fds = s->fds,
+        .check_nlink = s->check_nlink,
+        .bufsize = s->bufsize,
+        .vals = vals,
+        .st = st,
+    };
+    return run_jobs(&proto, (long)s->ndirs * s->nspecs, nthreads, sample_worker);
+}
+
+void cg_sampler_free(cg_sampler *s)
+{
+    if (!s)
+        return;
+    for (int d = 0; d < s->ndirs; d++) {
+        close_row(&s->fds[(size_t)d * s->nspecs], s->nspecs);
+        free(s->dirs[d]);
+    }
+    free(s->dirs);
+    free(s->fds);
+    free(s->lay);
+    free_specs(s->specs, s->nspecs);
+    free(s);
+}
+
+/* ------------------------------------------------------------------ writes */
+
+int cg_write(int rootfd, const char *relpath, const char *value, size_t len, int flags)
+{
+    ssize_t n;
+    int fd = open_beneath(rootfd, relpath, O_WRONLY | O_TRUNC, flags);
+
+    if (fd < 0)
+        return fd;
+    /* one write(): cgroupfs parses each write as a whole value */
+    do
+        n = write(fd, value, len);
+    while (n < 0 && errno == EINTR);
+    int e = n < 0 ? errno : ((size_t)n != len ? EIO : 0);
+    close(fd);
+    return -e;
+}
+
+int cg_mkdir(int rootfd, const char *relpath, unsigned int mode, int flags)
+{
+    const char *last;
+    int pfd = open_parent(rootfd, relpath, &last, flags);
+
+    if (pfd < 0)
+        return pfd;
+    int rc = mkdirat(pfd, last, (mode_t)mode) < 0 ? -errno : 0;
+    close(pfd);
+    return rc;
+}
+
+int cg_rmdir(int rootfd, const char *relpath, int flags)
+{
+    const char *last;
+    int pfd = open_parent(rootfd, relpath, &last, flags);
+
+    if (pfd < 0)
+        return pfd;
+    int rc = unlinkat(pfd, last, AT_REMOVEDIR) < 0 ? -errno : 0;
+    close(pfd);
+    return rc;
+}
+
+long cg_read_text(int rootfd, const char *relpath, char *buf, size_t bufsize, int flags)
+{
+    size_t got = 0;
+    int fd = open_beneath(rootfd, relpath, O_RDONLY, flags);
+
+    if (fd < 0)
+        return fd;
+    while (got < bufsize) {
+        ssize_t n = read(fd, buf + got, bufsize - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    return got >= bufsize ? -EFBIG : (long)got;
+}

@@ -1,0 +1,82 @@
+/* cgcore: bulk cgroup file reads, a persistent sampler and safe writes beneath a cgroupfs root.
+ *
+ * The core holds no policy: the caller says which directories and files to read and what to
+ * write. Every value read lands in a caller-owned uint64 cell with a uint8 status beside it.
+ */
+#ifndef CGCORE_H
+#define CGCORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Per-cell status codes (mirrored in cgalloc/core/records.py). */
+#define CG_OK 0           /* value holds the number */
+#define CG_MAX 1          /* "max" or "-1": no limit; value is 0 */
+#define CG_ENOENT 2       /* the cgroup or the file is gone */
+#define CG_EPARSE 3       /* content is not a number, "max" or "-1" */
+#define CG_ERANGE 4       /* a number beyond 2^64-1 */
+#define CG_ETOOLONG 5     /* the file does not fit the read buffer */
+#define CG_EMISSING_KEY 6 /* keyed file without the requested key */
+#define CG_EIO 7          /* any other read error */
+
+/* File kinds. */
+#define CG_SINGLE 0 /* one value: "123\n", "max\n", "-1\n" */
+#define CG_KEYED 1  /* "key value" lines; first occurrence of a key wins */
+#define CG_FIELDS 2 /* space-separated values on one line, e.g. cpu.max "max 100000" */
+
+/* cg_open_root flags */
+#define CG_ALLOW_ANY_FS 1
+/* cg_write / cg_mkdir / cg_rmdir / cg_read_text flags */
+#define CG_FORCE_WALK 1 /* skip openat2 and resolve component by component (tests) */
+
+#define CG_MAGIC_CGROUP 0x27e0eb
+#define CG_MAGIC_CGROUP2 0x63677270
+
+typedef struct cg_spec {
+    const char *name;        /* file name, NUL-terminated */
+    int kind;                /* CG_SINGLE, CG_KEYED, CG_FIELDS */
+    int ncells;              /* 1 for single; number of keys or fields otherwise */
+    const char *const *keys; /* CG_KEYED: ncells keys; otherwise unused */
+    const uint32_t *keylens; /* CG_KEYED: their lengths (keys may hold no NUL) */
+} cg_spec;
+
+typedef struct cg_sampler cg_sampler;
+
+/* Opens path as an O_PATH directory fd and checks its statfs magic. Returns the fd, or
+ * -errno; -EMEDIUMTYPE when the filesystem is not cgroup/cgroup2 (its magic in *magic). */
+int cg_open_root(const char *path, int flags, long *magic);
+
+/* Token and file parsers: write status/value for each cell of one file's content. */
+int cg_parse_token(const char *s, size_t n, uint64_t *out);
+void cg_parse(const cg_spec *spec, const char *buf, size_t n, uint64_t *vals, uint8_t *st);
+
+/* Bulk read. dirs is ndirs NUL-terminated paths packed in dirbuf at dir_offs[i] ("" = root).
+ * Output cell for (dir d, spec f, cell k): d * cells_per_dir + (sum of ncells of specs < f) + k.
+ * nthreads 0 = one per online CPU when there is enough work. Returns 0 or -errno. */
+int cg_read(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
+            const cg_spec *specs, int nspecs, size_t bufsize, int nthreads, uint64_t *vals,
+            uint8_t *st);
+
+/* Persistent sampler: keeps one fd per (dir, file) and re-reads with pread. check_nlink:
+ * also treat a file whose link count fell to 0 as vanished (for non-cgroupfs test trees,
+ * where a removed file stays readable; cgroupfs answers ENODEV instead). */
+cg_sampler *cg_sampler_new(int rootfd, const cg_spec *specs, int nspecs, size_t bufsize,
+                           int check_nlink);
+/* Replace the directory set. carry[i] is the old index of new dir i, or -1 if new; fds of old
+ * dirs nobody carries are closed. Returns 0 or -errno. */
+int cg_sampler_set_dirs(cg_sampler *s, const char *dirbuf, const size_t *dir_offs, int ndirs,
+                        const int *carry);
+int cg_sampler_sample(cg_sampler *s, int nthreads, uint64_t *vals, uint8_t *st);
+void cg_sampler_free(cg_sampler *s);
+
+/* Safe path operations beneath rootfd: no absolute paths, no "." or ".." or empty
+ * components, no symlinks. Return 0 (cg_read_text: bytes read) or -errno. */
+int cg_check_relpath(const char *relpath);
+int cg_write(int rootfd, const char *relpath, const char *value, size_t len, int flags);
+int cg_mkdir(int rootfd, const char *relpath, unsigned int mode, int flags);
+int cg_rmdir(int rootfd, const char *relpath, int flags);
+long cg_read_text(int rootfd, const char *relpath, char *buf, size_t bufsize, int flags);
+
+int cg_online_cpus(void);
+
+#endif

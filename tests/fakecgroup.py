@@ -1,0 +1,156 @@
+"""Fake cgroup v1 and v2 trees in a temporary directory, with a small kernel emulation.
+
+A real cgroupfs creates interface files on mkdir, removes them on rmdir and turns
+``+cpu -memory`` written to ``cgroup.subtree_control`` into the resulting set. A directory
+on tmpfs does none of that, so ``KERNEL`` does it for cgalloc's apply engine (selected with
+the test-only ``CGALLOC_TEST_KERNEL=fakecgroup:KERNEL``). Values read back end in a newline,
+as from the kernel. The tree's own ``mountinfo`` describes its mounts for ``cgroupfs.detect``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+MARKER = ".fake-cgroup.json"
+V2_CONTROLLERS = "cpuset cpu io memory hugetlb pids rdma misc"
+V1_MOUNTS = {  # mount dir -> controllers, the classic co-mounted layout
+    "cpu,cpuacct": ["cpu", "cpuacct"],
+    "cpuset": ["cpuset"],
+    "memory": ["memory"],
+    "pids": ["pids"],
+    "hugetlb": ["hugetlb"],
+    "systemd": ["name=systemd"],
+}
+V1_UNLIMITED = "9223372036854771712"
+HUGE_SIZES = ("2MB", "1GB")
+
+
+def _v2_files(controllers: set[str]) -> dict[str, str]:
+    files = {"cgroup.procs": "", "cgroup.subtree_control": "", "cgroup.events": "populated 0"}
+    if "cpu" in controllers:
+        files |= {"cpu.weight": "100", "cpu.max": "max 100000", "cpu.stat": "usage_usec 0"}
+    if "memory" in controllers:
+        files |= {"memory.max": "max", "memory.current": "0", "memory.min": "0"}
+    if "pids" in controllers:
+        files |= {"pids.max": "max", "pids.current": "0"}
+    if "cpuset" in controllers:
+        files |= {"cpuset.cpus": "", "cpuset.mems": ""}
+    if "hugetlb" in controllers:
+        files |= {f"hugetlb.{s}.max": "max" for s in HUGE_SIZES}
+    return files
+
+
+def _v1_files(controllers: list[str], root: bool = False) -> dict[str, str]:
+    files = {"cgroup.procs": "", "tasks": "", "cgroup.clone_children": "0"}
+    for c in controllers:
+        if c == "cpu":
+            files |= {"cpu.shares": "1024", "cpu.cfs_period_us": "100000"}
+            files |= {"cpu.cfs_quota_us": "-1"}
+        elif c == "cpuacct":
+            files |= {"cpuacct.usage": "0"}
+        elif c == "cpuset":
+            # A new v1 cpuset cgroup starts empty: nothing can join until cpus/mems are set.
+            files |= {"cpuset.cpus": "0-3" if root else "", "cpuset.mems": "0" if root else ""}
+        elif c == "memory":
+            files |= {"memory.limit_in_bytes": V1_UNLIMITED, "memory.usage_in_bytes": "0"}
+        elif c == "pids" and not root:
+            files |= {"pids.max": "max", "pids.current": "0"}
+        elif c == "hugetlb":
+            files |= {f"hugetlb.{s}.limit_in_bytes": V1_UNLIMITED for s in HUGE_SIZES}
+    return files
+
+
+def _populate(directory: Path, files: dict[str, str]) -> None:
+    for name, value in files.items():
+        (directory / name).write_text(value + "\n")
+
+
+def make_tree(base: Path, version: str) -> Path:
+    """Build a fake hierarchy under ``base/cgroup`` and its ``base/mountinfo``; return the root."""
+    root = base / "cgroup"
+    root.mkdir(parents=True)
+    lines = []
+    if version == "v2":
+        _populate(root, {"cgroup.controllers": V2_CONTROLLERS, "cgroup.subtree_control": ""})
+        _populate(root, {"cgroup.procs": "", "memory.stat": "anon 0"})
+        (root / MARKER).write_text(json.dumps({"version": "v2"}))
+        lines.append(f"30 25 0:26 / {root} rw,nosuid - cgroup2 cgroup2 rw,nsdelegate")
+    else:
+        for i, (mount, ctrls) in enumerate(V1_MOUNTS.items()):
+            d = root / mount
+            d.mkdir()
+            _populate(d, _v1_files(ctrls, root=True))
+            (d / MARKER).write_text(json.dumps({"version": "v1", "controllers": ctrls}))
+            opts = ",".join(["rw", *ctrls])
+            lines.append(f"{40 + i} 25 0:{40 + i} / {d} rw,nosuid - cgroup cgroup {opts}")
+    (base / "mountinfo").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def _mount_info(mount: str) -> dict:
+    return json.loads((Path(mount) / MARKER).read_text())
+
+
+class FakeKernel:
+    """The part of the kernel's cgroupfs behaviour cgalloc relies on."""
+
+    def after_mkdir(self, mount: str, path: str) -> None:
+        info = _mount_info(mount)
+        d = Path(mount, path)
+        if info["version"] == "v2":
+            enabled = (d.parent / "cgroup.subtree_control").read_text().split()
+            _populate(d, {"cgroup.controllers": " ".join(enabled)})
+            _populate(d, _v2_files(set(enabled)))
+        else:
+            _populate(d, _v1_files(info["controllers"]))
+
+    def before_rmdir(self, mount: str, path: str) -> None:
+        d = Path(mount, path)
+        if any(p.is_dir() for p in d.iterdir()):
+            return  # rmdir fails with ENOTEMPTY, as on the kernel
+        if (d / "cgroup.procs").read_text().strip():
+            raise OSError(16, "Device or resource busy")
+        for f in d.iterdir():
+            f.unlink()
+
+    def on_write(self, mount: str, relpath: str, value: str) -> str:
+        """What the file reads after ``value`` is written (delta syntax resolved)."""
+        target = Path(mount, relpath)
+        if target.name != "cgroup.subtree_control":
+            return value.rstrip("\n") + "\n"
+        current = target.read_text().split()
+        offered = (target.parent / "cgroup.controllers").read_text().split()
+        for token in value.split():
+            name = token[1:]
+            if name not in offered:
+                raise OSError(2, "No such file or directory")  # what the kernel says
+            if token.startswith("+") and name not in current:
+                current.append(name)
+            elif token.startswith("-") and name in current:
+                current.remove(name)
+        order = V2_CONTROLLERS.split()
+        return " ".join(sorted(current, key=order.index)) + "\n"
+
+
+KERNEL = FakeKernel()
+
+
+def snapshot(root: Path) -> dict[str, str | None]:
+    """Every directory (None) and file (content) under ``root``, for exact comparisons."""
+    out: dict[str, str | None] = {}
+    for dirpath, _dirs, files in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        out[rel] = None
+        for f in files:
+            out[os.path.join(rel, f)] = Path(dirpath, f).read_text()
+    return out
+
+
+def fake_hierarchy(base: Path, version: str):
+    """A fake tree of ``version`` under ``base`` and the Hierarchy cgroupfs.detect sees in it."""
+    from cgalloc.cgroupfs import detect
+
+    root = make_tree(base, version)
+    return root, detect(str(root), str(base / "mountinfo"))

@@ -1,0 +1,259 @@
+"""Stats records: working set, key selection per version, CPU rate, summary shapes, reads."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from cgalloc import stats
+from cgalloc.stats import UNLIMITED
+
+# ---- pure computations ---------------------------------------------------------------------
+
+
+def test_working_set_subtracts_inactive_file():
+    assert stats.working_set(10_485_760, 4_194_304) == 6_291_456
+
+
+def test_working_set_clamps_at_zero():
+    # cAdvisor: inactive_file can exceed usage transiently; the working set is then 0.
+    assert stats.working_set(4096, 8192) == 0
+
+
+def test_working_set_without_inactive_file_is_usage():
+    assert stats.working_set(4096, None) == 4096
+    assert stats.working_set(None, 10) is None
+
+
+def _rec(cpu_ns: int | None, t_ns: int) -> stats.CgroupStats:
+    return stats.build("x", {"cpu_usage_ns": cpu_ns}, t_ns)
+
+
+def test_usage_nano_cores_two_samples():
+    # 0.5 s of CPU over 2 s of wall time is a quarter of a core.
+    prev, cur = _rec(1_000_000_000, 10_000_000_000), _rec(1_500_000_000, 12_000_000_000)
+    assert stats.usage_nano_cores(prev, cur) == 250_000_000
+
+
+def test_usage_nano_cores_truncates_like_uint64_of_float64():
+    # 1 ns over 3 ns: float64(1)/float64(3)*1e9 = 333333333.33..., uint64() truncates.
+    assert stats.usage_nano_cores(_rec(0, 0), _rec(1, 3)) == 333_333_333
+    # 2 cores busy over 1 s: 2e9 ns of CPU per 1e9 ns.
+    assert stats.usage_nano_cores(_rec(5, 1), _rec(2_000_000_005, 1_000_000_001)) == 2_000_000_000
+
+
+def test_usage_nano_cores_refuses_backwards_and_single_sample():
+    assert stats.usage_nano_cores(None, _rec(10, 10)) is None
+    assert stats.usage_nano_cores(_rec(10, 10), _rec(5, 20)) is None  # cumulative decrease
+    assert stats.usage_nano_cores(_rec(10, 20), _rec(15, 20)) is None  # no time passed
+    assert stats.usage_nano_cores(_rec(10, 30), _rec(15, 20)) is None  # time backwards
+
+
+def test_key_selection_v1_uses_hierarchical_totals():
+    by_name = {f.name: f for f in stats.fields_for("v1")}
+    assert (by_name["inactive_file"].file, by_name["inactive_file"].key) == (
+        "memory.stat",
+        "total_inactive_file",
+    )
+    assert by_name["rss"].key == "total_rss"
+    assert by_name["pgfault"].key == "total_pgfault"
+    assert by_name["pgmajfault"].key == "total_pgmajfault"
+    assert (by_name["cpu_usage_ns"].controller, by_name["cpu_usage_ns"].file) == (
+        "cpuacct",
+        "cpuacct.usage",
+    )
+    assert by_name["throttled_ns"].key == "throttled_time"
+    assert by_name["memory_usage"].file == "memory.usage_in_bytes"
+    assert by_name["memory_limit"].file == "memory.limit_in_bytes"
+    # hybrid nodes keep every controller on v1
+    assert stats.fields_for("hybrid") == stats.fields_for("v1")
+
+
+def test_key_selection_v2():
+    by_name = {f.name: f for f in stats.fields_for("v2")}
+    assert by_name["inactive_file"].key == "inactive_file"
+    assert by_name["rss"].key == "anon"
+    assert by_name["pgfault"].key == "pgfault"
+    assert (by_name["cpu_usage_ns"].file, by_name["cpu_usage_ns"].key) == ("cpu.stat", "usage_usec")
+    assert by_name["cpu_usage_ns"].scale == 1000
+    assert (by_name["throttled_ns"].key, by_name["throttled_ns"].scale) == ("throttled_usec", 1000)
+    assert by_name["memory_usage"].file == "memory.current"
+    assert by_name["memory_limit"].file == "memory.max"
+
+
+def test_v2_root_usage_is_anon_plus_file():
+    rec = stats.build("", {"anon": 300, "file": 700, "inactive_file": 200}, 0)
+    assert (rec.memory_usage, rec.working_set) == (1000, 800)
+
+
+def test_memory_summary_available_bytes_only_below_2_pow_62():
+    limited = stats.build("a", {"memory_usage": 100, "inactive_file": 40, "memory_limit": 1000}, 0)
+    out = stats.memory_summary(limited, "T")
+    assert out["availableBytes"] == 940
+    assert out["workingSetBytes"] == 60
+    at_bound = stats.build("b", {"memory_usage": 0, "memory_limit": 1 << 62}, 0)
+    assert stats.memory_summary(at_bound, "T")["availableBytes"] == 1 << 62
+    v1_none = stats.build("c", {"memory_usage": 0, "memory_limit": 9223372036854771712}, 0)
+    assert "availableBytes" not in stats.memory_summary(v1_none, "T")
+    v2_max = stats.build("d", {"memory_usage": 0, "memory_limit": UNLIMITED}, 0)
+    assert "availableBytes" not in stats.memory_summary(v2_max, "T")
+
+
+def test_rfc3339_is_utc_whole_seconds():
+    assert stats.rfc3339(0.9) == "1970-01-01T00:00:00Z"
+    assert stats.rfc3339(1_700_000_000) == "2023-11-14T22:13:20Z"
+
+
+# ---- reading fake trees with known contents --------------------------------------------------
+
+V1_MEMORY_STAT = (
+    "cache 4096\nrss 8192\ninactive_file 4096\npgfault 5\npgmajfault 1\n"
+    "hierarchical_memory_limit 9223372036854771712\n"
+    "total_cache 1048576\ntotal_rss 2097152\ntotal_inactive_file 3145728\n"
+    "total_pgfault 777\ntotal_pgmajfault 9\n"
+)
+V2_MEMORY_STAT = (
+    "anon 2097152\nfile 5242880\nkernel 65536\ninactive_anon 0\nactive_anon 2097152\n"
+    "inactive_file 3145728\nactive_file 2097152\npgfault 1234\npgmajfault 56\n"
+)
+
+
+def write_files(base: str, files: dict[str, str]) -> None:
+    os.makedirs(base, exist_ok=True)
+    for name, text in files.items():
+        with open(os.path.join(base, name), "w") as f:
+            f.write(text)
+
+
+def make_v1(root: str, rel: str, usage: int, stat: str = V1_MEMORY_STAT) -> None:
+    write_files(
+        os.path.join(root, "memory", rel),
+        {
+            "memory.usage_in_bytes": f"{usage}\n",
+            "memory.limit_in_bytes": "9223372036854771712\n",
+            "memory.stat": stat,
+        },
+    )
+    write_files(
+        os.path.join(root, "cpu", rel),
+        {
+            "cpu.stat": "nr_periods 40\nnr_throttled 3\nthrottled_time 123456789\n"
+            "nr_bursts 0\nburst_time 0\n",
+            "cpu.shares": "1024\n",
+            "cpu.cfs_quota_us": "-1\n",
+            "cpu.cfs_period_us": "100000\n",
+        },
+    )
+    write_files(os.path.join(root, "cpuacct", rel), {"cpuacct.usage": "987654321000\n"})
+    write_files(os.path.join(root, "pids", rel), {"pids.current": "17\n", "pids.max": "max\n"})
+
+
+def make_v2(root: str, rel: str, usage: int, memory_max: str = "max") -> None:
+    write_files(
+        os.path.join(root, rel),
+        {
+            "cgroup.controllers": "cpu memory pids\n",
+            "memory.current": f"{usage}\n",
+            "memory.max": f"{memory_max}\n",
+            "memory.stat": V2_MEMORY_STAT,
+            "cpu.stat": "usage_usec 5000001\nuser_usec 4000000\nsystem_usec 1000001\n"
+            "nr_periods 10\nnr_throttled 2\nthrottled_usec 7\n",
+            "cpu.weight": "39\n",
+            "cpu.max": "150000 100000\n",
+            "pids.current": "4\n",
+            "pids.max": "1024\n",
+        },
+    )
+
+
+def test_read_v1_tree_selects_hierarchical_keys(tmp_path):
+    root = str(tmp_path)
+    make_v1(root, "kubepods", usage=4194304)
+    h, plain = stats.open_hierarchy(root)
+    assert (h.version, plain) == ("v1", True)
+    with stats.TreeReader(h, allow_any_fs=True) as reader:
+        [rec] = reader.read(["kubepods"])
+    assert rec.found
+    assert rec.cpu_usage_ns == 987654321000
+    assert (rec.nr_periods, rec.nr_throttled, rec.throttled_ns) == (40, 3, 123456789)
+    assert rec.memory_usage == 4194304
+    assert rec.working_set == 4194304 - 3145728  # total_inactive_file, not inactive_file
+    assert rec.rss == 2097152  # total_rss
+    assert (rec.pgfault, rec.pgmajfault) == (777, 9)
+    assert rec.pids_current == 17
+    assert rec.memory_limit == 9223372036854771712
+    assert (rec.cpu_shares, rec.cpu_quota_us, rec.cpu_period_us) == (1024, UNLIMITED, 100000)
+    assert rec.pids_max == UNLIMITED
+    assert rec.cpu_weight is None
+
+
+def test_read_v1_working_set_clamped(tmp_path):
+    root = str(tmp_path)
+    make_v1(root, "kubepods", usage=1048576)  # below total_inactive_file (3 MiB)
+    h, _ = stats.open_hierarchy(root)
+    with stats.TreeReader(h, allow_any_fs=True) as reader:
+        [rec] = reader.read(["kubepods"])
+    assert rec.working_set == 0
+
+
+def test_read_v2_tree_scales_usec_and_reads_cpu_max(tmp_path):
+    root = str(tmp_path)
+    make_v2(root, "", usage=0)
+    make_v2(root, "kubepods", usage=8388608, memory_max="16777216")
+    h, plain = stats.open_hierarchy(root)
+    assert (h.version, plain) == ("v2", True)
+    with stats.TreeReader(h, allow_any_fs=True) as reader:
+        [rec, missing] = reader.read(["kubepods", "kubepods/pod-gone"])
+    assert rec.cpu_usage_ns == 5000001000
+    assert rec.throttled_ns == 7000
+    assert (rec.nr_periods, rec.nr_throttled) == (10, 2)
+    assert rec.memory_usage == 8388608
+    assert rec.working_set == 8388608 - 3145728
+    assert rec.rss == 2097152  # anon
+    assert (rec.pgfault, rec.pgmajfault) == (1234, 56)
+    assert (rec.cpu_weight, rec.cpu_quota_us, rec.cpu_period_us) == (39, 150000, 100000)
+    assert (rec.memory_limit, rec.pids_current, rec.pids_max) == (16777216, 4, 1024)
+    assert rec.cpu_shares is None
+    assert not missing.found
+    assert missing.memory_usage is None and missing.cpu_usage_ns is None
+
+
+def test_v2_root_without_memory_current_uses_anon_plus_file(tmp_path):
+    root = str(tmp_path)
+    make_v2(root, "", usage=0)
+    os.unlink(os.path.join(root, "memory.current"))
+    h, _ = stats.open_hierarchy(root)
+    with stats.TreeReader(h, allow_any_fs=True) as reader:
+        [rec] = reader.read([""])
+    assert rec.memory_usage == 2097152 + 5242880
+    assert rec.working_set == 2097152 + 5242880 - 3145728
+
+
+def test_sampler_rereads_changed_values_and_follows_dir_changes(tmp_path):
+    root = str(tmp_path)
+    make_v2(root, "", usage=0)
+    make_v2(root, "a", usage=4096)
+    h, _ = stats.open_hierarchy(root)
+    with stats.TreeReader(h, allow_any_fs=True) as reader:
+        [first] = reader.sample(["a"])
+        write_files(os.path.join(root, "a"), {"memory.current": "8192\n"})
+        make_v2(root, "b", usage=12288)
+        second_a, second_b = reader.sample(["a", "b"])
+    assert first.memory_usage == 4096
+    assert (second_a.memory_usage, second_b.memory_usage) == (8192, 12288)
+    assert second_a.time_ns > first.time_ns
+
+
+def test_real_host_hierarchy_read_only():
+    """This machine's own hierarchy, read only: the root cgroup has usage on every layout."""
+    if not os.path.isdir("/sys/fs/cgroup"):
+        pytest.skip("no /sys/fs/cgroup on this host")
+    h, plain = stats.open_hierarchy("/sys/fs/cgroup")
+    assert not plain
+    with stats.TreeReader(h) as reader:
+        [rec] = reader.read([""])
+    assert rec.found
+    assert rec.cpu_usage_ns is not None and rec.cpu_usage_ns > 0
+    assert rec.memory_usage is not None and rec.memory_usage > 0
+    assert 0 <= rec.working_set <= rec.memory_usage

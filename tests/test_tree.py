@@ -1,0 +1,375 @@
+"""tree: kubelet cgroup naming (cgroupfs, systemd) and the desired node tree."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from cgalloc import allocatable
+from cgalloc.allocatable import Allocatable
+from cgalloc.cgroupfs import Hierarchy
+from cgalloc.config import NodeConfig
+from cgalloc.errors import InputError
+from cgalloc.limits import HUGETLB_UNBOUNDED, Limits
+from cgalloc.quantity import Quantity
+from cgalloc.tree import (
+    ROOT,
+    CgroupName,
+    CgroupNameError,
+    DesiredCgroup,
+    PodSpec,
+    desired_tree,
+    expand_slice,
+    kubepods_name,
+    parse_cgroupfs,
+    parse_systemd,
+    reserved_cgroup_path,
+    to_cgroupfs,
+    to_systemd,
+)
+
+GI = 1024**3
+MI = 1024**2
+
+# ------------------------------------------------------------------------------------ naming
+
+
+def test_cgroupfs_naming():
+    name = CgroupName(("kubepods", "burstable", "pod1234-abcd"))
+    assert to_cgroupfs(name) == "/kubepods/burstable/pod1234-abcd"
+    assert to_cgroupfs(ROOT) == "/"
+    assert parse_cgroupfs("/kubepods/burstable/pod1234-abcd") == name
+    assert parse_cgroupfs("/") == ROOT
+    assert parse_cgroupfs("kubepods") == CgroupName(("kubepods",))
+
+
+def test_systemd_naming_matches_kubelet_examples():
+    name = CgroupName(("kubepods", "burstable", "pod1234-abcd-5678"))
+    assert to_systemd(name) == (
+        "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_abcd_5678.slice"
+    )
+    assert to_systemd(CgroupName(("kubepods", "pod12-ab"))) == (
+        "/kubepods.slice/kubepods-pod12_ab.slice"
+    )
+    assert to_systemd(ROOT) == "/"
+
+
+def test_expand_slice():
+    assert expand_slice("a-b-c.slice") == "/a.slice/a-b.slice/a-b-c.slice"
+    assert expand_slice("system.slice") == "/system.slice"
+    assert expand_slice("-.slice") == "/"
+    for bad, reason in [
+        ("a--b.slice", "empty component"),
+        ("-a.slice", "empty component"),
+        ("a-.slice", "empty component"),
+        ("kubelet.service", "must end in '.slice'"),
+        (".slice", "must end in '.slice'"),
+        ("a/b.slice", "must not contain '/'"),
+    ]:
+        with pytest.raises(CgroupNameError, match=re.escape(reason)):
+            expand_slice(bad)
+
+
+def test_parse_systemd():
+    assert parse_systemd("/system.slice") == CgroupName(("system",))
+    assert parse_systemd("system.slice") == CgroupName(("system",))
+    assert parse_systemd("kube_reserved.slice") == CgroupName(("kube-reserved",))
+    assert parse_systemd("/kube.slice/kube-reserved.slice") == CgroupName(("kube", "reserved"))
+    assert parse_systemd("-.slice") == ROOT
+    # The kubelet keeps only the base name; a path whose parents disagree would name another cgroup.
+    with pytest.raises(CgroupNameError, match=re.escape("the systemd driver would use /b.slice")):
+        parse_systemd("/a.slice/b.slice")
+    with pytest.raises(CgroupNameError, match="empty component"):
+        parse_systemd("a--b.slice")
+
+
+def test_round_trip_systemd():
+    for parts in [("kubepods",), ("kubepods", "burstable", "pod1-2-3"), ("mycg", "kubepods")]:
+        name = CgroupName(parts)
+        assert parse_systemd(to_systemd(name)) == name
+
+
+def test_names_that_cannot_round_trip_are_rejected():
+    with pytest.raises(CgroupNameError, match="contains '/'"):
+        CgroupName(("a/b",))
+    with pytest.raises(CgroupNameError, match="empty or relative"):
+        CgroupName(("..",))
+    with pytest.raises(CgroupNameError, match="empty or relative"):
+        parse_cgroupfs("/a//b")
+    with pytest.raises(CgroupNameError, match="contains '_'"):
+        ROOT.child("kube_pods")
+    with pytest.raises(CgroupNameError, match="contains '_'"):
+        to_systemd(CgroupName(("x_y",)))
+    # cgroupfs itself has no such restriction.
+    assert to_cgroupfs(parse_cgroupfs("/kube_reserved")) == "/kube_reserved"
+
+
+def test_reserved_cgroup_paths_systemd():
+    sd = "systemd"
+    assert reserved_cgroup_path("/system.slice", sd) == "/system.slice"
+    assert reserved_cgroup_path("system.slice", sd) == "/system.slice"
+    assert reserved_cgroup_path("podruntime.slice", sd) == "/podruntime.slice"
+    assert reserved_cgroup_path("kube-reserved.slice", sd) == "/kube.slice/kube-reserved.slice"
+    # Unit paths stay the unit's real cgroup (kubernetes #110288).
+    assert reserved_cgroup_path("/system.slice/kubelet.service", sd) == (
+        "/system.slice/kubelet.service"
+    )
+    assert reserved_cgroup_path("/system.slice/containerd.service", sd) == (
+        "/system.slice/containerd.service"
+    )
+    assert reserved_cgroup_path("/podruntime.slice/kubelet.service", sd) == (
+        "/podruntime.slice/kubelet.service"
+    )
+    assert reserved_cgroup_path("/kube.slice/kube-runtime.slice/crio.service", sd) == (
+        "/kube.slice/kube-runtime.slice/crio.service"
+    )
+    for bad, reason in [
+        ("", "empty"),
+        ("/", "root cgroup"),
+        ("-.slice", "root cgroup"),
+        ("kubelet.service", "without its slice"),
+        ("/kubelet.service", "without its slice"),
+        ("/b.slice/a-b.slice/x.service", "is not where systemd puts a-b.slice"),
+        ("/system/kubelet.service", "not a slice"),
+        ("/kube-reserved.slice", "would use /kube.slice/kube-reserved.slice"),
+        ("/system", "would use /system.slice"),
+    ]:
+        with pytest.raises(CgroupNameError, match=re.escape(reason)):
+            reserved_cgroup_path(bad, sd)
+
+
+def test_reserved_cgroup_paths_cgroupfs():
+    assert reserved_cgroup_path("/kube-reserved", "cgroupfs") == "/kube-reserved"
+    assert reserved_cgroup_path("/system.slice/kubelet.service", "cgroupfs") == (
+        "/system.slice/kubelet.service"
+    )
+    with pytest.raises(CgroupNameError, match="root cgroup"):
+        reserved_cgroup_path("/", "cgroupfs")
+
+
+def test_kubepods_name_with_cgroup_root():
+    assert to_cgroupfs(kubepods_name("/", "cgroupfs")) == "/kubepods"
+    assert to_cgroupfs(kubepods_name("/mycg", "cgroupfs")) == "/mycg/kubepods"
+    assert to_systemd(kubepods_name("/", "systemd")) == "/kubepods.slice"
+    assert to_systemd(kubepods_name("/mycg", "systemd")) == "/mycg.slice/mycg-kubepods.slice"
+    with pytest.raises(CgroupNameError, match=r"/mycg means /mycg\.slice"):
+        kubepods_name("/mycg.slice", "systemd")
+
+
+# ------------------------------------------------------------------------------- desired tree
+
+
+def q(text: str) -> Quantity:
+    return Quantity.parse(text)
+
+
+def rl(**items: str) -> dict[str, Quantity]:
+    return {k.replace("_", "-"): q(v) for k, v in items.items()}
+
+
+def make_cfg(**over) -> NodeConfig:
+    return NodeConfig(**over)
+
+
+def make_alloc(kubepods, capacity=None, kube=None, system=None) -> Allocatable:
+    capacity = capacity or rl(cpu="4", memory="16Gi")
+    return Allocatable(capacity, {}, kubepods, kube, system, (), ())
+
+
+V1_HUGETLB = Hierarchy(
+    "v1",
+    "/sys/fs/cgroup",
+    {c: f"/sys/fs/cgroup/{c}" for c in ("cpu", "cpuacct", "cpuset", "memory", "pids", "hugetlb")},
+    None,
+    frozenset({"cpu", "cpuacct", "cpuset", "memory", "pids", "hugetlb"}),
+)
+V2_NO_HUGETLB = Hierarchy(
+    "v2", "/sys/fs/cgroup", {}, "/sys/fs/cgroup", frozenset({"cpu", "memory", "pids", "cpuset"})
+)
+KUBEPODS_RL = rl(cpu="3500m", memory="15Gi", pid="4194304", hugepages_2Mi="256Mi")
+
+
+def test_tree_cgroupfs_no_pods():
+    tree = desired_tree(make_cfg(), make_alloc(KUBEPODS_RL), V1_HUGETLB)
+    tiers = ((2 * MI, HUGETLB_UNBOUNDED),)
+    assert tree == [
+        DesiredCgroup(
+            "kubepods",
+            "kubepods",
+            Limits(cpu_shares=3584, memory=15 * GI, pids=4194304, hugetlb=((2 * MI, 256 * MI),)),
+        ),
+        DesiredCgroup("kubepods/burstable", "qos", Limits(cpu_shares=2, hugetlb=tiers)),
+        DesiredCgroup("kubepods/besteffort", "qos", Limits(cpu_shares=2, hugetlb=tiers)),
+    ]
+
+
+def test_tree_drops_hugetlb_without_the_controller():
+    tree = desired_tree(make_cfg(), make_alloc(KUBEPODS_RL), V2_NO_HUGETLB)
+    assert [d.limits.hugetlb for d in tree] == [(), (), ()]
+    assert tree[0].limits.memory == 15 * GI
+
+
+def test_tree_systemd_with_pods():
+    pods = [
+        PodSpec("1234-abcd", "guaranteed", 500, 500, 256 * MI, 256 * MI),
+        PodSpec("5678-ef", "burstable", 250, None, 128 * MI, 512 * MI),
+        PodSpec("9a-bc", "burstable", 100, 400, 0, None),
+        PodSpec("be-01", "besteffort"),
+    ]
+    cfg = make_cfg(cgroup_driver="systemd", pod_max_pids=1024)
+    tree = desired_tree(cfg, make_alloc(rl(cpu="3", memory="8Gi")), V2_NO_HUGETLB, pods)
+    assert [(d.path, d.role) for d in tree] == [
+        ("kubepods.slice", "kubepods"),
+        ("kubepods.slice/kubepods-burstable.slice", "qos"),
+        ("kubepods.slice/kubepods-besteffort.slice", "qos"),
+        ("kubepods.slice/kubepods-pod1234_abcd.slice", "pod"),
+        ("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod5678_ef.slice", "pod"),
+        ("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod9a_bc.slice", "pod"),
+        ("kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podbe_01.slice", "pod"),
+    ]
+    limits = [d.limits for d in tree]
+    assert limits[0] == Limits(cpu_shares=3072, memory=8 * GI)
+    # Burstable tier: MilliCPUToShares(250 + 100) = 358.
+    assert limits[1] == Limits(cpu_shares=358)
+    assert limits[2] == Limits(cpu_shares=2)
+    assert limits[3] == Limits(
+        cpu_shares=512, cpu_quota=50000, cpu_period=100000, memory=256 * MI, pids=1024
+    )
+    assert limits[4] == Limits(cpu_shares=256, memory=512 * MI, pids=1024)
+    assert limits[5] == Limits(cpu_shares=102, cpu_quota=40000, cpu_period=100000, pids=1024)
+    assert limits[6] == Limits(cpu_shares=2, pids=1024)
+
+
+def test_tree_cgroup_root():
+    alloc = make_alloc(rl(cpu="2"))
+    tree = desired_tree(make_cfg(cgroup_root="/mycg"), alloc, V2_NO_HUGETLB)
+    assert [d.path for d in tree] == ["mycg/kubepods", "mycg/kubepods/burstable",
+                                      "mycg/kubepods/besteffort"]  # fmt: skip
+    tree = desired_tree(
+        make_cfg(cgroup_root="/mycg", cgroup_driver="systemd"), alloc, V2_NO_HUGETLB
+    )
+    assert [d.path for d in tree] == [
+        "mycg.slice/mycg-kubepods.slice",
+        "mycg.slice/mycg-kubepods.slice/mycg-kubepods-burstable.slice",
+        "mycg.slice/mycg-kubepods.slice/mycg-kubepods-besteffort.slice",
+    ]
+
+
+def test_tree_qos_reserved_memory():
+    # base = capacity 16Gi − system 1Gi − kube 1Gi = 14Gi (no eviction term)
+    # burstable = 14Gi − 2Gi×50% = 13Gi; besteffort = 13Gi − 1Gi×50% = 12.5Gi
+    cfg = make_cfg(
+        qos_reserved={"memory": 50},
+        system_reserved=rl(memory="1Gi"),
+        kube_reserved=rl(memory="1Gi"),
+    )
+    pods = [
+        PodSpec("g1", "guaranteed", 1000, 1000, 2 * GI, 2 * GI),
+        PodSpec("b1", "burstable", 0, None, 1 * GI, None),
+    ]
+    alloc = make_alloc(rl(cpu="4", memory="14Gi"), capacity=rl(cpu="4", memory="16Gi"))
+    tree = desired_tree(cfg, alloc, V2_NO_HUGETLB, pods)
+    assert tree[1].limits.memory == 13 * GI
+    assert tree[2].limits.memory == 13 * GI - GI // 2
+    # Without pods both tiers get the whole base.
+    tree = desired_tree(cfg, alloc, V2_NO_HUGETLB)
+    assert (tree[1].limits.memory, tree[2].limits.memory) == (14 * GI, 14 * GI)
+    # 0% (or unset) leaves the tiers without a memory limit.
+    tree = desired_tree(make_cfg(qos_reserved={"memory": 0}), alloc, V2_NO_HUGETLB, pods)
+    assert (tree[1].limits.memory, tree[2].limits.memory) == (None, None)
+
+
+def test_tree_reserved_cpus_cpuset():
+    cfg = make_cfg(reserved_cpus=frozenset({0, 1}))
+    tree = desired_tree(
+        cfg, make_alloc(rl(cpu="6")), V2_NO_HUGETLB, online_cpus=frozenset(range(8))
+    )
+    assert tree[0].limits == Limits(cpu_shares=6144, cpuset_cpus="2-7")
+    assert tree[1].limits.cpuset_cpus is None
+
+
+def test_tree_reserved_cgroups():
+    cfg = make_cfg(
+        cgroup_driver="systemd",
+        enforce_node_allocatable=("pods", "kube-reserved", "system-reserved-compressible"),
+        kube_reserved_cgroup="/podruntime.slice/kubelet.service",
+        system_reserved_cgroup="/system.slice",
+    )
+    alloc = make_alloc(
+        rl(cpu="2500m", memory="12Gi"),
+        kube=rl(cpu="500m", memory="1Gi", pid="1000"),
+        system=rl(cpu="1", memory="2Gi"),
+    )
+    tree = desired_tree(cfg, alloc, V1_HUGETLB)
+    assert tree[3:] == [
+        DesiredCgroup("system.slice", "system-reserved", Limits(cpu_shares=1024)),
+        DesiredCgroup(
+            "podruntime.slice/kubelet.service",
+            "kube-reserved",
+            Limits(cpu_shares=512, memory=GI, pids=1000),
+        ),
+    ]
+
+
+def test_tree_reserved_not_enforced_is_absent():
+    cfg = make_cfg(kube_reserved_cgroup="/kube", system_reserved_cgroup="/system")
+    alloc = make_alloc(rl(cpu="2"), kube=rl(cpu="1"), system=rl(cpu="1"))
+    assert [d.role for d in desired_tree(cfg, alloc, V1_HUGETLB)] == ["kubepods", "qos", "qos"]
+
+
+def test_tree_bad_names_reported_together():
+    cfg = make_cfg(
+        cgroup_driver="systemd",
+        cgroup_root="/mycg.slice",
+        enforce_node_allocatable=("pods", "kube-reserved"),
+        kube_reserved_cgroup="/kube-reserved.slice",
+    )
+    alloc = make_alloc(rl(cpu="2"), kube=rl(cpu="1"))
+    with pytest.raises(InputError) as err:
+        desired_tree(cfg, alloc, V1_HUGETLB)
+    problems = err.value.problems
+    assert len(problems) == 2
+    assert problems[0].startswith("cgroupRoot (--cgroup-root) '/mycg.slice': ")
+    assert problems[1].startswith("kubeReservedCgroup (--kube-reserved-cgroup) ")
+    assert "/kube.slice/kube-reserved.slice" in problems[1]
+    assert err.value.exit_code == 2
+
+
+def test_tree_without_cgroups_per_qos_has_only_reserved():
+    cfg = make_cfg(
+        cgroups_per_qos=False,
+        enforce_node_allocatable=("system-reserved",),
+        system_reserved_cgroup="/system",
+    )
+    alloc = make_alloc(rl(cpu="2"), system=rl(cpu="1", memory="1Gi"))
+    assert desired_tree(cfg, alloc, V1_HUGETLB) == [
+        DesiredCgroup("system", "system-reserved", Limits(cpu_shares=1024, memory=GI))
+    ]
+
+
+def test_pod_spec_validation():
+    with pytest.raises(ValueError, match="not one of guaranteed, burstable, besteffort"):
+        PodSpec("x", "Burstable")
+    with pytest.raises(ValueError, match="needs cpu and memory limits"):
+        PodSpec("x", "guaranteed", 100, None, 0, MI)
+
+
+def test_tree_from_computed_allocatable():
+    # capacity 4 CPU / 16Gi / 4194304 pids; kube 500m+1Gi, system 1+2Gi, all enforced.
+    cfg = make_cfg(
+        kube_reserved=rl(cpu="500m", memory="1Gi"),
+        system_reserved=rl(cpu="1", memory="2Gi"),
+        enforce_node_allocatable=("pods", "kube-reserved", "system-reserved-compressible"),
+        kube_reserved_cgroup="/kube",
+        system_reserved_cgroup="/system",
+    )
+    capacity = rl(cpu="4", memory="16Gi", pid="4194304")
+    tree = desired_tree(cfg, allocatable.compute(cfg, capacity), V1_HUGETLB)
+    assert [(d.path, d.limits) for d in tree] == [
+        ("kubepods", Limits(cpu_shares=2560, memory=13 * GI, pids=4194304)),
+        ("kubepods/burstable", Limits(cpu_shares=2)),
+        ("kubepods/besteffort", Limits(cpu_shares=2)),
+        ("system", Limits(cpu_shares=1024)),
+        ("kube", Limits(cpu_shares=512, memory=GI)),
+    ]

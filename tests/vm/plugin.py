@@ -1,0 +1,187 @@
+"""pytest glue for the VM lanes.
+
+On the host each test in tests/kernel/ becomes one item per lane (`test_y[vm-v2]`); the first
+item of a lane boots that lane's VM once, which runs every selected in-VM test, and each item
+then reports its in-VM outcome. Inside the VM (CGALLOC_VM_LANE set) the tests run as usual and
+`report.Reporter` writes their outcomes for the host.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from . import initramfs, qemu
+from .prereqs import MissingPrerequisite, Prereqs, find_prereqs
+from .report import reporter_from_env
+
+KERNEL_TESTS = Path(__file__).resolve().parent.parent / "kernel"
+# Evaluated on the host these would describe the host, not the VM: the VM applies them.
+_VM_SIDE_MARKS = {"skip", "skipif", "xfail", "usefixtures", "parametrize", "filterwarnings"}
+
+
+def configure(config: pytest.Config) -> None:
+    """Called from tests/conftest.py's pytest_configure."""
+    if os.environ.get("CGALLOC_VM_LANE"):
+        reporter = reporter_from_env()
+        if reporter is not None:
+            config.pluginmanager.register(reporter, "cgalloc-vm-report")
+    else:
+        config.pluginmanager.register(HostLanes(config), "cgalloc-vm-lanes")
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def lane_item_name(name: str, lane: str) -> str:
+    """`test_y` -> `test_y[vm-v2]`; `test_y[a]` -> `test_y[a-vm-v2]`."""
+    if name.endswith("]"):
+        return f"{name[:-1]}-vm-{lane}]"
+    return f"{name}[vm-{lane}]"
+
+
+class VMTestFailed(Exception):
+    """The in-VM test failed; the message is its in-VM report."""
+
+
+class VMLaneItem(pytest.Item):
+    """The host stand-in for one in-VM test in one lane."""
+
+    def __init__(self, *, lane: str, inner_nodeid: str, lanes: HostLanes, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.lane = lane
+        self.inner_nodeid = inner_nodeid
+        self.lanes = lanes
+
+    def runtest(self) -> None:
+        run = self.lanes.run(self.lane, self.session)
+        if run.error:
+            if run.lane in self.lanes.reported_errors:
+                pytest.fail(f"vm-{run.lane}: {run.error} (see its first item)", pytrace=False)
+            self.lanes.reported_errors.add(run.lane)
+            pytest.fail(
+                f"vm-{run.lane}: {run.error}\n--- serial log tail ({run.serial_log}) ---\n"
+                f"{run.serial_tail()}",
+                pytrace=False,
+            )
+        rec = run.records.get(self.inner_nodeid)
+        if rec is None:
+            errors = "\n".join(e["longrepr"] for e in run.collect_errors)
+            pytest.fail(f"vm-{run.lane} did not report {self.inner_nodeid}\n{errors}", pytrace=False)
+        outcome = rec["outcome"]
+        if outcome == "skipped":
+            pytest.skip(f"in vm-{run.lane}: {rec['reason']}")
+        if outcome == "xfailed":
+            pytest.xfail(rec["reason"])
+        if outcome in ("failed", "error"):
+            raise VMTestFailed(f"in vm-{run.lane} ({outcome}):\n{rec['longrepr']}")
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, VMTestFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self):
+        return self.path, None, self.nodeid
+
+
+class HostLanes:
+    """Host-side plugin: lane items at collection, one VM boot per lane per session."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.runs: dict[str, qemu.LaneRun] = {}
+        self.reported_errors: set[str] = set()
+        self._prereqs: Prereqs | MissingPrerequisite | None = None
+        self._workdir: Path | None = None
+
+    @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so they see the lane items
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        lane_items: dict[str, list[pytest.Item]] = {lane: [] for lane in qemu.LANES}
+        first = None
+        rest = []
+        for item in items:
+            if isinstance(item, VMLaneItem) or KERNEL_TESTS not in item.path.parents:
+                rest.append(item)
+                continue
+            first = len(rest) if first is None else first
+            for lane in qemu.LANES:
+                lane_items[lane].append(self._lane_item(item, lane))
+        if first is not None:
+            grouped = [i for lane in qemu.LANES for i in lane_items[lane]]
+            items[:] = rest[:first] + grouped + rest[first:]
+
+    def _lane_item(self, item: pytest.Item, lane: str) -> VMLaneItem:
+        new = VMLaneItem.from_parent(
+            item.parent,
+            name=lane_item_name(item.name, lane),
+            lane=lane,
+            inner_nodeid=item.nodeid,
+            lanes=self,
+        )
+        new.add_marker("vm")
+        for mark in item.own_markers:
+            if mark.name not in _VM_SIDE_MARKS:
+                new.add_marker(mark)
+        return new
+
+    def prereqs(self) -> Prereqs:
+        if self._prereqs is None:
+            try:
+                self._prereqs = find_prereqs()
+            except MissingPrerequisite as missing:
+                self._prereqs = missing
+        if isinstance(self._prereqs, MissingPrerequisite):
+            reason = f"VM lanes need: {self._prereqs}"
+            if _in_ci():
+                pytest.fail(f"{reason} (CI=true: a missing prerequisite fails)", pytrace=False)
+            pytest.skip(reason)
+        return self._prereqs
+
+    def run(self, lane: str, session: pytest.Session) -> qemu.LaneRun:
+        """The lane's run, booting its VM on first use with every selected item of the lane."""
+        if lane not in self.runs:
+            p = self.prereqs()
+            if self._workdir is None:
+                cache = initramfs.cache_dir()
+                cache.mkdir(parents=True, exist_ok=True)
+                self._workdir = Path(tempfile.mkdtemp(prefix="run-", dir=cache))
+            selection = [
+                i.inner_nodeid
+                for i in session.items
+                if isinstance(i, VMLaneItem) and i.lane == lane
+            ]
+            timeout = float(os.environ.get("CGALLOC_VM_TIMEOUT", qemu.DEFAULT_TIMEOUT))
+            self.runs[lane] = qemu.run_lane(
+                lane,
+                p,
+                initramfs.cached_initramfs(p),
+                self._workdir / lane,
+                self.config.rootpath,
+                selection,
+                timeout,
+            )
+        return self.runs[lane]
+
+    def _keep_workdir(self) -> bool:
+        failed = any(r.error or r.exit_code not in (0, 5) for r in self.runs.values())
+        return failed or bool(os.environ.get("CGALLOC_VM_KEEP"))
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        keep = self._keep_workdir()
+        for run in self.runs.values():
+            status = run.error or f"in-VM pytest exit status {run.exit_code}"
+            log = f"; serial log {run.serial_log}" if keep else ""
+            terminalreporter.write_line(
+                f"vm-{run.lane}: {len(run.records)} tests, {run.seconds:.1f} s wall "
+                f"(boot + run); {status}{log}"
+            )
+
+    def pytest_unconfigure(self) -> None:
+        if self._workdir and not self._keep_workdir():
+            shutil.rmtree(self._workdir, ignore_errors=True)

@@ -1,0 +1,134 @@
+"""Boot one lane under qemu, run the in-VM pytest selection once, collect its JSON report."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .prereqs import Prereqs
+
+LANES = ("v2", "v1")
+DEFAULT_TIMEOUT = 600.0  # seconds per lane; a TCG boot plus the basic tests takes well under 1/5
+KERNEL_CMDLINE = "console=ttyS0 panic=-1 quiet"
+
+
+@dataclass
+class LaneRun:
+    lane: str
+    rundir: Path
+    seconds: float = 0.0
+    exit_code: int | None = None
+    records: dict[str, dict] = field(default_factory=dict)
+    collect_errors: list[dict] = field(default_factory=list)
+    error: str | None = None  # set when the VM timed out, crashed, or wrote no report
+
+    @property
+    def serial_log(self) -> Path:
+        return self.rundir / "serial.log"
+
+    def serial_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.serial_log.read_text(errors="replace")
+        except OSError:
+            return "(no serial log)"
+        return "\n".join(text.replace("\r", "").splitlines()[-lines:])
+
+
+def tmp_keep_paths(paths: list[str]) -> list[str]:
+    """The top-level /tmp entries among `paths` (e.g. a virtualenv), which the guest's fresh
+    /tmp must keep visible."""
+    keep = set()
+    for p in paths:
+        parts = Path(os.path.abspath(p)).parts
+        if len(parts) > 2 and parts[1] == "tmp":
+            keep.add(os.path.join("/tmp", parts[2]))
+    return sorted(keep)
+
+
+def job_env(lane: str, checkout: Path, pytest_args: list[str]) -> str:
+    """The shell fragment stage2.sh sources: lane, interpreter, checkout and pytest arguments."""
+    python = sys.executable
+    host_paths = [python, os.path.realpath(python), sys.prefix, sys.base_prefix, str(checkout)]
+    host_paths += [p for p in sys.path if p]
+    guest_path = ":".join(
+        [os.path.dirname(python), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
+    )
+    values = {
+        "LANE": lane,
+        "PYTHON": python,
+        "CHECKOUT": str(checkout),
+        "GUEST_PATH": guest_path,
+        "KEEP_TMP": " ".join(tmp_keep_paths(host_paths)),
+    }
+    lines = [f"{k}={shlex.quote(v)}" for k, v in values.items()]
+    lines.append("set -- " + " ".join(shlex.quote(a) for a in pytest_args))
+    return "\n".join(lines) + "\n"
+
+
+def qemu_command(p: Prereqs, initramfs: Path, rundir: Path) -> list[str]:
+    accel = os.environ.get("CGALLOC_VM_ACCEL", "tcg")  # nested KVM hangs on the CI hosts
+    return [
+        p.qemu,
+        "-accel", accel,
+        "-m", "1024",
+        "-smp", "2",
+        "-nographic",
+        "-no-reboot",
+        "-nic", "none",
+        "-kernel", str(p.kernel),
+        "-initrd", str(initramfs),
+        "-append", KERNEL_CMDLINE,
+        "-virtfs",
+        "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+        "-virtfs", f"local,path={rundir},mount_tag=results,security_model=none",
+    ]  # fmt: skip
+
+
+def run_lane(
+    lane: str,
+    p: Prereqs,
+    initramfs: Path,
+    rundir: Path,
+    checkout: Path,
+    selection: list[str],
+    timeout: float = DEFAULT_TIMEOUT,
+) -> LaneRun:
+    """Boot `lane` once and run the in-VM tests named in `selection` (pytest node ids)."""
+    rundir.mkdir(parents=True, exist_ok=True)
+    files = sorted({nodeid.split("::")[0] for nodeid in selection})
+    args = [*files, "-v", "-p", "no:cacheprovider"]
+    (rundir / "job.env").write_text(job_env(lane, checkout, args))
+    (rundir / f"{lane}.select").write_text(json.dumps(selection))
+    run = LaneRun(lane, rundir)
+    start = time.monotonic()
+    with run.serial_log.open("wb") as log:
+        try:
+            proc = subprocess.run(
+                qemu_command(p, initramfs, rundir),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            run.error = f"the VM did not finish within {timeout:.0f} s (CGALLOC_VM_TIMEOUT)"
+        else:
+            if proc.returncode != 0:
+                run.error = f"qemu exited with status {proc.returncode}"
+    run.seconds = time.monotonic() - start
+    rc_file, report = rundir / f"{lane}.rc", rundir / f"{lane}.json"
+    if rc_file.is_file():
+        run.exit_code = int(rc_file.read_text().strip() or -1)
+    if report.is_file():
+        data = json.loads(report.read_text())
+        run.records, run.collect_errors = data["records"], data["collect_errors"]
+    elif run.error is None:
+        run.error = "the VM powered off without writing a test report (crash or early failure)"
+    return run

@@ -1,0 +1,77 @@
+# Stage 2, PID 1 in the overlay root (busybox sh): mount the lane's cgroup layout, run the
+# selected in-VM tests with the host's interpreter and checkout, write results, power off.
+# The root cgroup's subtree_control is left as the kernel boots it: code under test must
+# enable the controllers it needs.
+BB=/.cgalloc-vm/busybox
+
+say() { echo "cgalloc-vm: $*"; }
+halt() {
+	$BB sync
+	$BB poweroff -f
+}
+
+$BB mount -t proc proc /proc
+$BB mount -t sysfs sysfs /sys
+$BB mkdir -p /dev/pts /dev/shm /results
+$BB mount -t devpts devpts /dev/pts
+$BB mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+$BB mount -t tmpfs -o mode=0755 tmpfs /run
+$BB mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 results /results || {
+	say "cannot mount the results share (9p tag results)"
+	halt
+}
+# LANE, PYTHON, CHECKOUT, GUEST_PATH, KEEP_TMP and `set -- <pytest args>`, written by the host.
+. /results/job.env
+
+# A fresh /tmp, keeping what the run needs from the host's /tmp (e.g. a virtualenv there).
+i=0
+for p in $KEEP_TMP; do
+	$BB mkdir -p /run/keep/$i && $BB mount -o bind "$p" /run/keep/$i
+	i=$((i + 1))
+done
+$BB mount -t tmpfs -o mode=1777 tmpfs /tmp
+i=0
+for p in $KEEP_TMP; do
+	$BB mkdir -p "$p" && $BB mount -o move /run/keep/$i "$p"
+	i=$((i + 1))
+done
+
+mount_v1() { # <dir> <options>
+	$BB mkdir -p "/sys/fs/cgroup/$1" && $BB mount -t cgroup -o "$2" cgroup "/sys/fs/cgroup/$1"
+}
+case "$LANE" in
+v2)
+	$BB mount -t cgroup2 cgroup2 /sys/fs/cgroup
+	;;
+v1)
+	# A classic legacy layout: one hierarchy per controller, cpu,cpuacct and
+	# net_cls,net_prio co-mounted with the usual symlinks, plus name=systemd.
+	$BB mount -t tmpfs -o mode=0755 cgroup /sys/fs/cgroup
+	for c in $($BB awk '!/^#/ && $4 == 1 { print $1 }' /proc/cgroups); do
+		case "$c" in
+		cpu | cpuacct | net_cls | net_prio) ;;
+		*) mount_v1 "$c" "$c" ;;
+		esac
+	done
+	for pair in cpu,cpuacct net_cls,net_prio; do
+		if mount_v1 "$pair" "$pair"; then
+			$BB ln -s "$pair" "/sys/fs/cgroup/${pair%,*}"
+			$BB ln -s "$pair" "/sys/fs/cgroup/${pair#*,}"
+		fi
+	done
+	mount_v1 systemd none,name=systemd
+	;;
+*)
+	say "unknown lane '$LANE'"
+	halt
+	;;
+esac
+
+say "lane $LANE: running pytest"
+cd "$CHECKOUT" || halt
+$BB env -i HOME=/root PATH="$GUEST_PATH" LANG=C.UTF-8 TERM=dumb \
+	CGALLOC_VM_LANE="$LANE" CGALLOC_VM_REPORT="/results/$LANE.json" \
+	CGALLOC_VM_SELECT="/results/$LANE.select" "$PYTHON" -m pytest "$@"
+echo $? >"/results/$LANE.rc"
+say "lane $LANE: pytest exited $(cat "/results/$LANE.rc")"
+halt
