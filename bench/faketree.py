@@ -140,6 +140,8 @@ def make_tree(root: str, version: str, pods: int = 1000, containers: int = 3, se
     """
     rng = random.Random(seed)
     dirs = tree_dirs(pods, containers)
+    if version == "v2":
+        _write(root, {"cgroup.controllers": "cpuset cpu io memory hugetlb pids rdma misc\n"})
     for rel in dirs:
         if version == "v2":
             _write(os.path.join(root, rel), v2_files(rng))

@@ -44,7 +44,7 @@ class Term:
     resource: str
     source: str  # "kube-reserved", "system-reserved", "eviction-hard memory.available<100Mi", ...
     quantity: Quantity
-    lowers_kubepods: bool = False  # also subtracted from the kubepods cgroup limit
+    lowers: tuple[str, ...] = ("allocatable",)  # "allocatable" and/or "kubepods"
 
 
 @dataclass(frozen=True)
@@ -87,9 +87,9 @@ def _reserved_cgroup(
 ) -> ResourceList | None:
     """Limits of the ``kind``-reserved cgroup when it is enforced, else None."""
     enforce = cfg.enforce_node_allocatable
-    if kind in enforce:
+    if f"{kind}-reserved" in enforce:
         keep = FULL_RESOURCES
-    elif f"{kind}-compressible" in enforce:
+    elif f"{kind}-reserved-compressible" in enforce:
         keep = COMPRESSIBLE_RESOURCES
     else:
         return None
@@ -123,10 +123,19 @@ def compute(cfg: NodeConfig, capacity: Mapping[str, Quantity]) -> Allocatable:
     reservation: ResourceList = {}
     for name, cap in sorted(capacity.items()):
         total = Quantity.from_int(0)
+        # pid is not in node-status Allocatable; no cgroup holds ephemeral-storage.
+        lowers = tuple(
+            target
+            for target, applies in (
+                ("allocatable", name != PID),
+                ("kubepods", enforce_pods and name != EPHEMERAL_STORAGE),
+            )
+            if applies
+        )
         for source, rl in (("system-reserved", system), ("kube-reserved", kube)):
             if name in rl:
                 total = total + rl[name]
-                terms.append(Term(name, source, rl[name], lowers_kubepods=enforce_pods))
+                terms.append(Term(name, source, rl[name], lowers=lowers))
         if name in evicted:
             total = total + evicted[name]
             source = next(

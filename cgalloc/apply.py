@@ -47,6 +47,8 @@ class KernelHooks(Protocol):
 class TestSwitches:
     """The test-only environment switches (module docstring)."""
 
+    __test__ = False  # not a pytest test class
+
     allow_any_fs: bool = False
     kernel: KernelHooks | None = None
     pause_after: int | None = None

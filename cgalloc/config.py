@@ -21,8 +21,14 @@ import yaml
 from cgalloc.capacity import CPUSET_FORM, parse_cpuset
 from cgalloc.capacity import online_cpus as host_online_cpus
 from cgalloc.errors import InputError
-from cgalloc.eviction import DEFAULT_EVICTION_HARD, Threshold, ThresholdError, parse_threshold
-from cgalloc.eviction import split_pairs as split_eviction_pairs
+from cgalloc.eviction import (
+    DEFAULT_EVICTION_HARD,
+    Threshold,
+    ThresholdError,
+    parse_threshold,
+    quote,
+)
+from cgalloc.eviction import split_pair as split_eviction_pair
 from cgalloc.limits import format_cpuset
 from cgalloc.quantity import Quantity, QuantityError
 from cgalloc.resources import (
@@ -179,7 +185,7 @@ def _split_map(f: Field, occurrences: Sequence[str], problems: list[str]) -> dic
                 continue
             key, sep, value = item.partition("=")
             if not sep:
-                problems.append(f"{f.label}: malformed pair {item!r}; expected {f.form}.")
+                problems.append(f"{f.label}: malformed pair {quote(item)}; expected {f.form}.")
                 continue
             out[key.strip()] = value.strip()
     return out
@@ -191,11 +197,13 @@ def _fold_flag(f: Field, occurrences: Sequence[str], problems: list[str]) -> obj
         return _split_map(f, occurrences, problems)
     if f.kind == "pairs":
         pairs: dict[str, str] = {}
-        for text in occurrences:
+        for item in (i for text in occurrences for i in text.split(",") if i):
             try:
-                pairs.update(split_eviction_pairs(text))
+                signal, value = split_eviction_pair(item)
             except ThresholdError as err:
                 problems.append(f"{f.label}: {err}.")
+                continue
+            pairs[signal] = value
         return pairs
     if f.kind == "list":
         return [i.strip() for text in occurrences for i in text.split(",") if i.strip()]
@@ -204,13 +212,13 @@ def _fold_flag(f: Field, occurrences: Sequence[str], problems: list[str]) -> obj
         try:
             return parse_bool(last.strip())
         except ValueError:
-            problems.append(f"{f.label}: {last!r} is not a boolean; use {f.form}.")
+            problems.append(f"{f.label}: {quote(last)} is not a boolean; use {f.form}.")
             return None
     if f.kind == "int":
         try:
             return int(last.strip())
         except ValueError:
-            problems.append(f"{f.label}: {last!r} is not an integer; use {f.form}.")
+            problems.append(f"{f.label}: {quote(last)} is not an integer; use {f.form}.")
             return None
     return last
 
@@ -263,8 +271,9 @@ def _check_kind(
     got = (doc.get("apiVersion"), doc.get("kind"))
     if got == (api_version, kind):
         return True
+    shown = [quote(v) if isinstance(v, str) else "(none)" if v is None else repr(v) for v in got]
     problems.append(
-        f"{option}: {path} has apiVersion {got[0]!r} and kind {got[1]!r};"
+        f"{option}: {path} has apiVersion {shown[0]} and kind {shown[1]};"
         f" expected apiVersion {api_version} and kind {kind}."
     )
     return False
@@ -330,28 +339,33 @@ def config_file_layer(
 ) -> dict[str, object]:
     """Flag-keyed values from a KubeletConfiguration file and its drop-ins, defaults resolved."""
     expected = f"a {CONFIG_KIND} document (apiVersion {CONFIG_API_VERSION})"
-    sources: list[tuple[str, str]] = []
+    merged: dict = {}
+
+    def merge(path: str, option: str) -> None:
+        nonlocal merged
+        doc = _read_document(path, option, expected, problems)
+        if doc is None or not _check_kind(
+            doc, path, option, CONFIG_API_VERSION, CONFIG_KIND, problems
+        ):
+            return
+        before = len(problems)
+        _check_config_fields(doc, path, problems)
+        if len(problems) == before:
+            merged = merge_patch(merged, doc)  # type: ignore[assignment]
+
     if config:
-        sources.append((config, "--config"))
+        merge(config, "--config")
     if config_dir:
         try:
-            sources += [(p, "--config-dir") for p in dropin_files(config_dir)]
+            dropins = dropin_files(config_dir)
         except OSError as err:
             problems.append(
                 f"--config-dir: cannot list {config_dir} ({err.strerror or err}); expected a"
                 f" directory of *{DROPIN_SUFFIX} {CONFIG_KIND} drop-ins."
             )
-    merged: object = {}
-    for path, option in sources:
-        doc = _read_document(path, option, expected, problems)
-        if doc is None:
-            continue
-        if _check_kind(doc, path, option, CONFIG_API_VERSION, CONFIG_KIND, problems):
-            before = len(problems)
-            _check_config_fields(doc, path, problems)
-            if len(problems) == before:
-                merged = merge_patch(merged, doc)
-    assert isinstance(merged, dict)
+            dropins = []
+        for path in dropins:
+            merge(path, "--config-dir")
     out: dict[str, object] = {}
     for name, f in BY_CONFIG.items():
         value = merged.get(name)
@@ -398,25 +412,29 @@ def node_config_layer(path: str, problems: list[str]) -> dict[str, object]:
 
 
 def _quantities(
-    f: Field, values: Mapping[str, str], allowed: Callable[[str], bool], problems: list[str]
+    f: Field,
+    values: Mapping[str, str],
+    allowed: Callable[[str], bool],
+    problems: list[str],
+    verb: str = "cannot reserve",
 ) -> ResourceList:
     """``parseResourceList``: known names, parseable and non-negative quantities."""
     out: ResourceList = {}
     for name, text in values.items():
         if not allowed(name):
-            problems.append(f"{f.label}: cannot reserve {name!r} resource; expected {f.form}.")
+            problems.append(f"{f.label}: {verb} {quote(name)} resource; expected {f.form}.")
             continue
         try:
             quantity = Quantity.parse(text)
         except QuantityError:
             problems.append(
-                f"{f.label}: failed to parse quantity {text!r} for {name!r} resource; expected"
-                " a quantity such as 500m, 1.5Gi or 100M."
+                f"{f.label}: failed to parse quantity {quote(text)} for {quote(name)} resource;"
+                " expected a quantity such as 500m, 1.5Gi or 100M."
             )
             continue
         if quantity.sign() < 0:
             problems.append(
-                f"{f.label}: resource quantity for {name!r} cannot be negative: {text};"
+                f"{f.label}: resource quantity for {quote(name)} cannot be negative: {text};"
                 " expected a quantity of 0 or more."
             )
             continue
@@ -465,7 +483,7 @@ def _enforcement(values: Mapping[str, object], problems: list[str]) -> tuple[str
             continue
         if option not in ENFORCE_OPTIONS:
             problems.append(
-                f"invalid configuration: option {option!r} specified for {ENFORCE_LABEL};"
+                f"invalid configuration: option {quote(option)} specified for {ENFORCE_LABEL};"
                 f" valid options are {valid}."
             )
             continue
@@ -512,7 +530,7 @@ def _reserved_cpus(
         cpus = parse_cpuset(text)
     except ValueError:
         problems.append(
-            f"invalid configuration: unable to parse {label} {text!r}; expected {CPUSET_FORM}."
+            f"invalid configuration: unable to parse {label} {quote(text)}; expected {CPUSET_FORM}."
         )
         return frozenset()
     if values["system-reserved-cgroup"] or values["kube-reserved-cgroup"]:
@@ -537,16 +555,19 @@ def _qos_reserved(values: Mapping[str, str], problems: list[str]) -> dict[str, i
     out: dict[str, int] = {}
     for name, text in values.items():
         if name != MEMORY:
-            problems.append(f"{f.label}: cannot reserve {name!r} resource; expected {f.form}.")
+            problems.append(f"{f.label}: cannot reserve {quote(name)} resource; expected {f.form}.")
             continue
         digits = text[:-1] if text.endswith("%") else None
         if digits is None or not digits.lstrip("+-").isdigit() or not digits.isascii():
-            problems.append(f"{f.label}: percentage expected, got {text!r}; expected {f.form}.")
+            problems.append(
+                f"{f.label}: percentage expected, got {quote(text)}; expected {f.form}."
+            )
             continue
         percent = int(digits)
         if not 0 <= percent <= 100:
             problems.append(
-                f"{f.label}: percentage must be between 0 and 100, got {text!r}; expected {f.form}."
+                f"{f.label}: percentage must be between 0 and 100, got {quote(text)};"
+                f" expected {f.form}."
             )
             continue
         out[name] = percent
@@ -558,12 +579,12 @@ def _strings(values: Mapping[str, object], problems: list[str]) -> None:
     driver = values["cgroup-driver"]
     if driver not in DRIVERS:
         f = BY_FLAG["cgroup-driver"]
-        problems.append(f"{f.label}: {driver!r} is not a cgroup driver; use {f.form}.")
+        problems.append(f"{f.label}: {quote(driver)} is not a cgroup driver; use {f.form}.")
     for flag in ("cgroup-root", "root-dir"):
         f = BY_FLAG[flag]
         text = str(values[flag])
         if text and not text.startswith("/"):
-            problems.append(f"{f.label}: {text!r} is not absolute; use {f.form}.")
+            problems.append(f"{f.label}: {quote(text)} is not absolute; use {f.form}.")
     pids = values["pod-max-pids"]
     if isinstance(pids, int) and pids < -1:
         f = BY_FLAG["pod-max-pids"]
@@ -585,7 +606,9 @@ def build(
     system = _quantities(
         BY_FLAG["system-reserved"], mapping("system-reserved"), reservable, problems
     )
-    overrides = _quantities(BY_FLAG["capacity"], mapping("capacity"), _is_capacity_name, problems)
+    overrides = _quantities(
+        BY_FLAG["capacity"], mapping("capacity"), _is_capacity_name, problems, "unknown"
+    )
     thresholds = _thresholds(mapping("eviction-hard"), problems)
     enforce = _enforcement(values, problems)
     cpus = _reserved_cpus(values, overrides, online_cpus, problems)

@@ -7,6 +7,7 @@ percentages. Pure: no I/O.
 
 from __future__ import annotations
 
+import json
 import re
 import struct
 from collections.abc import Mapping
@@ -70,6 +71,11 @@ class Threshold:
         return Quantity.from_int(int(float(capacity.value()) * float(self.percentage)), BINARY_SI)
 
 
+def quote(text: str) -> str:
+    """Go's ``%q`` for the plain strings in messages."""
+    return json.dumps(text)
+
+
 def _to_float32(value: float) -> float:
     return struct.unpack("<f", struct.pack("<f", value))[0]
 
@@ -113,7 +119,8 @@ def parse_threshold(signal: str, value: str) -> Threshold | None:
     """``parseThresholdStatement``: one threshold, or None when ``0%``/``100%`` disables it."""
     if signal not in KNOWN_SIGNALS:
         raise ThresholdError(
-            f"unsupported eviction signal {signal!r}; known signals are {', '.join(KNOWN_SIGNALS)}"
+            f"unsupported eviction signal {quote(signal)};"
+            f" known signals are {', '.join(KNOWN_SIGNALS)}"
         )
     if value.endswith("%"):
         if value in ("0%", "100%"):
@@ -122,7 +129,7 @@ def parse_threshold(signal: str, value: str) -> Threshold | None:
             percentage = parse_percentage(value)
         except ValueError:
             raise ThresholdError(
-                f"eviction threshold {signal} has malformed percentage {value!r};"
+                f"eviction threshold {signal} has malformed percentage {quote(value)};"
                 " expected a number followed by %, such as 10%"
             ) from None
         if percentage < 0:
@@ -140,7 +147,7 @@ def parse_threshold(signal: str, value: str) -> Threshold | None:
         quantity = Quantity.parse(value)
     except QuantityError:
         raise ThresholdError(
-            f"eviction threshold {signal} has malformed value {value!r};"
+            f"eviction threshold {signal} has malformed value {quote(value)};"
             " expected a quantity such as 100Mi or a percentage such as 10%"
         ) from None
     if quantity.sign() <= 0:
@@ -151,20 +158,15 @@ def parse_threshold(signal: str, value: str) -> Threshold | None:
     return Threshold(signal, value, quantity=quantity)
 
 
-def split_pairs(text: str) -> list[tuple[str, str]]:
-    """``LangleSeparatedMapStringString.Set``: "a<1,b<2" -> [("a", "1"), ("b", "2")], trimmed."""
-    pairs = []
-    for item in text.split(","):
-        if not item:
-            continue
-        signal, sep, value = item.partition("<")
-        if not sep:
-            raise ThresholdError(
-                f"malformed pair {item!r}, expect signal<value pairs separated by commas"
-                " such as memory.available<100Mi"
-            )
-        pairs.append((signal.strip(), value.strip()))
-    return pairs
+def split_pair(item: str) -> tuple[str, str]:
+    """One ``signal<value`` item of ``LangleSeparatedMapStringString``, trimmed."""
+    signal, sep, value = item.partition("<")
+    if not sep:
+        raise ThresholdError(
+            f"malformed pair {quote(item)}, expect signal<value pairs separated by commas"
+            " such as memory.available<100Mi"
+        )
+    return signal.strip(), value.strip()
 
 
 def reservation(thresholds: Mapping[str, Threshold], capacity: ResourceList) -> ResourceList:

@@ -222,7 +222,7 @@ def check_targets(desired: Sequence, mounts: dict[str, str]) -> None:
 
 
 def _ancestors(path: str) -> list[str]:
-    """"a/b/c" → ["", "a", "a/b"]: the cgroups whose subtree_control must enable controllers."""
+    """ "a/b/c" → ["", "a", "a/b"]: the cgroups whose subtree_control must enable controllers."""
     parts = path.split("/")
     return ["/".join(parts[:i]) for i in range(len(parts))]
 
@@ -395,8 +395,10 @@ def _moves(desired, moves, mounts, v2, proc_root, warnings) -> list[Action]:
         for p in found:
             for mount in _distinct(mounts.values()):
                 ctrls = [c for c, m in mounts.items() if m == mount]
-                current = p.cgroups.get("") if v2 else next(
-                    (p.cgroups[c] for c in ctrls if c in p.cgroups), None
+                current = (
+                    p.cgroups.get("")
+                    if v2
+                    else next((p.cgroups[c] for c in ctrls if c in p.cgroups), None)
                 )
                 if current is None or current == "/" + target:
                     continue

@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cgalloc import core, tree
+from cgalloc.capacity import max_pids
 from cgalloc.cgroupfs import Hierarchy, controller_dirs, detect
 from cgalloc.core.records import MAX, OK, FileSpec, Snapshot
-from cgalloc.errors import HostError, InputError
+from cgalloc.errors import HostError
 from cgalloc.resources import CPU, MEMORY
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ def fields_for(version: str) -> tuple[Field, ...]:
 Raw = dict[str, int | None]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CgroupStats:
     """One cgroup at one instant. ``None`` = not available (file or controller missing)."""
 
@@ -180,7 +181,7 @@ def build(path: str, raw: Raw, time_ns: int, found: bool = True) -> CgroupStats:
 # ---- reading a tree ----------------------------------------------------------------------
 
 
-class _MountPlan:
+class MountPlan:
     """What to read from one mount: its FileSpecs and where each field's cell sits."""
 
     def __init__(self, path: str, fields: Sequence[Field]):
@@ -229,19 +230,19 @@ class _MountPlan:
                 found[d] = True
 
 
-def mount_plans(h: Hierarchy) -> list[_MountPlan]:
+def mount_plans(h: Hierarchy) -> list[MountPlan]:
     """One plan per mount: the unified mount on v2, each v1 controller's mount otherwise.
 
     Controllers co-mounted on v1 (cpu,cpuacct) share one plan, so each file is read once.
     """
     if h.version == "v2":
-        return [_MountPlan(h.unified or h.root, V2_FIELDS)]
+        return [MountPlan(h.unified or h.root, V2_FIELDS)]
     by_mount: dict[str, list[Field]] = {}
     for f in V1_FIELDS:
         mount = h.v1_mounts.get(f.controller)
         if mount is not None:
             by_mount.setdefault(os.path.realpath(mount), []).append(f)
-    return [_MountPlan(m, fs) for m, fs in sorted(by_mount.items())]
+    return [MountPlan(m, fs) for m, fs in sorted(by_mount.items())]
 
 
 def plain_tree_hierarchy(path: str) -> Hierarchy | None:
@@ -352,7 +353,8 @@ def memory_summary(cur: CgroupStats, time: str, limit: int | None = None) -> dic
     """The summary API's ``MemoryStats``.
 
     ``limit`` overrides the cgroup's own (the node uses MemTotal). ``availableBytes`` is set only
-    for a limit ≤ 2^62, as the kubelet does; it is limit − working set (0 when over).
+    for a limit ≤ 2^62, as the kubelet does; it is limit − working set, 0 when the working set
+    is over the limit (where the kubelet's uint64 subtraction would wrap around).
     """
     out: dict[str, object] = {"time": time}
     limit = cur.memory_limit if limit is None else limit
@@ -454,20 +456,21 @@ def _reservation(rl) -> tuple[int | None, int | None]:
 def node_targets(
     cfg: NodeConfig,
     h: Hierarchy,
-    kubelet_cgroups: str = "",
-    runtime_cgroups: str = "",
-    system_cgroups: str = "",
+    kubepods: str | None,
+    reserved: dict[str, str],
+    daemons: dict[str, str] | None = None,
 ) -> list[Target]:
     """Root, kubepods, QoS tiers, pods, reserved cgroups and the named daemon cgroups.
 
-    A cgroup named twice (``--kubelet-cgroups`` equal to the kube-reserved cgroup) is one
-    target, under its first role.
+    ``kubepods`` is the kubepods cgroup path (None without cgroupsPerQOS); ``reserved`` maps
+    "kube-reserved" / "system-reserved" to their cgroup paths; ``daemons`` maps "kubelet",
+    "runtime", "misc" to --kubelet-cgroups, --runtime-cgroups, --system-cgroups. A cgroup
+    named twice is one target, under its first role.
     """
     driver = cfg.cgroup_driver
     out = [Target("node", "")]
-    if cfg.cgroups_per_qos:
-        kp = tree.kubepods_name(cfg.cgroup_root, driver)
-        kubepods = tree.driver_path(kp, driver)
+    if kubepods is not None:
+        kp = tree.parse_systemd(kubepods) if driver == "systemd" else tree.parse_cgroupfs(kubepods)
         out.append(Target("kubepods", _rel(kubepods)))
         out += [
             Target("qos", _rel(tree.driver_path(kp.child(q), driver)))
@@ -475,31 +478,10 @@ def node_targets(
             if q != "guaranteed"
         ]
         out += discover_pods(h, kubepods, driver)
-    problems = []
-    for role, value, label, reserved in (
-        ("kube-reserved", cfg.kube_reserved_cgroup, "kubeReservedCgroup (--kube-reserved-cgroup)",
-         cfg.kube_reserved),
-        ("system-reserved", cfg.system_reserved_cgroup,
-         "systemReservedCgroup (--system-reserved-cgroup)", cfg.system_reserved),
-    ):  # fmt: skip
-        if not value:
-            continue
-        try:
-            path = tree.reserved_cgroup_path(value, driver)
-        except tree.CgroupNameError as err:
-            problems.append(f"{label}: {err}.")
-            continue
-        cpu, mem = _reservation(reserved)
-        out.append(Target(role, _rel(path), cpu, mem))
-    if problems:
-        raise InputError(problems)
-    for role, value in (
-        ("kubelet", kubelet_cgroups),
-        ("runtime", runtime_cgroups),
-        ("misc", system_cgroups),
-    ):
-        if value:
-            out.append(Target(role, _rel(value)))
+    promised = {"kube-reserved": cfg.kube_reserved, "system-reserved": cfg.system_reserved}
+    for role, path in reserved.items():
+        out.append(Target(role, _rel(path), *_reservation(promised[role])))
+    out += [Target(role, _rel(path)) for role, path in (daemons or {}).items() if path]
     seen: set[str] = set()
     unique = []
     for t in out:
@@ -510,24 +492,23 @@ def node_targets(
 
 
 def system_container_paths(
-    targets: Sequence[Target], kubelet_cgroups: str = "", system_cgroups: str = ""
+    kubepods: str | None, reserved: dict[str, str], daemons: dict[str, str]
 ) -> dict[str, str]:
     """Summary-API system container name -> cgroup path; unnamed ones are left out.
 
     kubelet <- --kubelet-cgroups or the kube-reserved cgroup; runtime <- --runtime-cgroups;
     misc <- --system-cgroups or the system-reserved cgroup; pods <- kubepods.
     """
-    by_role = {t.role: t.path for t in targets}
     out = {}
     sources = {
-        "kubelet": _rel(kubelet_cgroups) or by_role.get("kube-reserved"),
-        "runtime": by_role.get("runtime"),
-        "misc": _rel(system_cgroups) or by_role.get("system-reserved"),
-        "pods": by_role.get("kubepods"),
+        "kubelet": daemons.get("kubelet") or reserved.get("kube-reserved"),
+        "runtime": daemons.get("runtime"),
+        "misc": daemons.get("misc") or reserved.get("system-reserved"),
+        "pods": kubepods,
     }
     for name in SYSTEM_CONTAINERS:
         if sources[name]:
-            out[name] = sources[name]
+            out[name] = _rel(sources[name])
     return out
 
 
@@ -551,3 +532,10 @@ def start_time(h: Hierarchy, path: str) -> float | None:
         with contextlib.suppress(OSError):
             times.append(os.stat(d).st_mtime)
     return min(times, default=None)
+
+
+def rlimit_summary(time: str, proc_root: str = "/proc") -> dict[str, object]:
+    """The summary API's ``RlimitStats``: the pid limit and the tasks now running."""
+    with open(os.path.join(proc_root, "loadavg")) as f:
+        curproc = int(f.read().split()[3].split("/")[1])
+    return {"time": time, "maxpid": max_pids(proc_root), "curproc": curproc}

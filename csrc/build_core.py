@@ -6,7 +6,7 @@ from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
 
-# The declarations Python sees; kept in step with cgcore.h by tests/core/test_core_build.py.
+# What Python sees of cgcore.h; API mode compiles it against the header, so drift fails the build.
 CDEF = """
 #define CG_OK 0
 #define CG_MAX 1

@@ -537,6 +537,21 @@ static int run_jobs(const struct job *proto, long total, int nthreads, void *(*f
     return rc;
 }
 
+/* dir d is dirbuf[offs[d] .. offs[d+1]-1), NUL-terminated: a NUL inside a dir, an escaping
+ * path or a symlink-free rule break makes the whole call -EINVAL before any I/O. */
+static int check_dirs(const char *dirbuf, const size_t *offs, int ndirs)
+{
+    for (int d = 0; d < ndirs; d++) {
+        const char *p = dirbuf + offs[d];
+        if (offs[d + 1] <= offs[d])
+            return -EINVAL;
+        size_t len = offs[d + 1] - offs[d] - 1;
+        if (strnlen(p, len + 1) != len || (len && cg_check_relpath(p) < 0))
+            return -EINVAL;
+    }
+    return 0;
+}
+
 static const char **unpack_dirs(const char *dirbuf, const size_t *offs, int ndirs)
 {
     const char **dirs = malloc(sizeof *dirs * (size_t)(ndirs > 0 ? ndirs : 1));
@@ -559,6 +574,8 @@ int cg_read(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
         return -EINVAL;
     if (ndirs == 0 || nspecs == 0)
         return 0;
+    if (check_dirs(dirbuf, dir_offs, ndirs) < 0)
+        return -EINVAL;
     lay = make_layout(specs, nspecs);
     dirs = unpack_dirs(dirbuf, dir_offs, ndirs);
     if (!lay || !dirs) {
@@ -678,7 +695,7 @@ int cg_sampler_set_dirs(cg_sampler *s, const char *dirbuf, const size_t *dir_off
     int *fds = malloc(cells * sizeof *fds);
     int rc = -ENOMEM;
 
-    if (ndirs < 0) {
+    if (ndirs < 0 || check_dirs(dirbuf, dir_offs, ndirs) < 0) {
         rc = -EINVAL;
         goto fail;
     }

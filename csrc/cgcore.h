@@ -50,7 +50,9 @@ int cg_open_root(const char *path, int flags, long *magic);
 int cg_parse_token(const char *s, size_t n, uint64_t *out);
 void cg_parse(const cg_spec *spec, const char *buf, size_t n, uint64_t *vals, uint8_t *st);
 
-/* Bulk read. dirs is ndirs NUL-terminated paths packed in dirbuf at dir_offs[i] ("" = root).
+/* Bulk read. dirs are ndirs NUL-terminated relative paths packed back to back in dirbuf,
+ * dir i from dir_offs[i] to dir_offs[i+1] (ndirs+1 offsets; "" = the root); -EINVAL before
+ * any I/O if one is malformed.
  * Output cell for (dir d, spec f, cell k): d * cells_per_dir + (sum of ncells of specs < f) + k.
  * nthreads 0 = one per online CPU when there is enough work. Returns 0 or -errno. */
 int cg_read(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
@@ -62,7 +64,7 @@ int cg_read(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
  * where a removed file stays readable; cgroupfs answers ENODEV instead). */
 cg_sampler *cg_sampler_new(int rootfd, const cg_spec *specs, int nspecs, size_t bufsize,
                            int check_nlink);
-/* Replace the directory set. carry[i] is the old index of new dir i, or -1 if new; fds of old
+/* Replace the directory set (packed as for cg_read). carry[i] is the old index of new dir i, or -1 if new; fds of old
  * dirs nobody carries are closed. Returns 0 or -errno. */
 int cg_sampler_set_dirs(cg_sampler *s, const char *dirbuf, const size_t *dir_offs, int ndirs,
                         const int *carry);

@@ -26,7 +26,7 @@ def _desired():
 
 
 def test_v2_fresh_tree_plans_everything_in_safe_order(tmp_path):
-    root, h = fake_hierarchy(tmp_path, "v2")
+    _, h = fake_hierarchy(tmp_path, "v2")
     p = plan.build(h, _desired(), limit_files)
     controllers = "+cpu +cpuset +memory +hugetlb +pids"
     assert p.describe() == [
@@ -56,7 +56,7 @@ def test_runc_weight_formula_changes_only_weights(tmp_path):
 
 
 def test_v1_creates_every_validated_hierarchy_and_seeds_cpuset(tmp_path):
-    root, h = fake_hierarchy(tmp_path, "v1")
+    _, h = fake_hierarchy(tmp_path, "v1")
     p = plan.build(h, _desired()[:1], limit_files)
     assert p.describe() == [
         "mkdir cpu,cpuacct/kubepods",
@@ -90,7 +90,7 @@ def _write(path: Path, value: str) -> None:
 
 
 def _existing_v2(tmp_path, kube_mem: int, be_mem: int):
-    root, h = fake_hierarchy(tmp_path, "v2")
+    root, _ = fake_hierarchy(tmp_path, "v2")
     _write(root / "cgroup.subtree_control", "cpu memory pids")
     for rel, mem in (("kubepods", kube_mem), ("kubepods/besteffort", be_mem)):
         d = root / rel

@@ -257,3 +257,72 @@ def test_real_host_hierarchy_read_only():
     assert rec.cpu_usage_ns is not None and rec.cpu_usage_ns > 0
     assert rec.memory_usage is not None and rec.memory_usage > 0
     assert 0 <= rec.working_set <= rec.memory_usage
+
+
+def test_overflow_flags_cpu_over_reservation_from_two_samples():
+    target = stats.Target("kube-reserved", "kube-reserved", reserved_milli_cpu=100)
+    prev = stats.build("kube-reserved", {"cpu_usage_ns": 0}, 0)
+    busy = stats.build("kube-reserved", {"cpu_usage_ns": 200_000_000}, 1_000_000_000)
+    idle = stats.build("kube-reserved", {"cpu_usage_ns": 50_000_000}, 1_000_000_000)
+    assert stats.overflow(target, busy, prev) == ["cpu 200m > reserved 100m"]
+    assert stats.overflow(target, idle, prev) == []
+    assert stats.overflow(target, busy, None) == []  # one sample: no rate to compare
+
+
+def test_pod_uid_from_directory_names():
+    assert stats.pod_uid("pod0f1e-22", "cgroupfs") == "0f1e-22"
+    assert stats.pod_uid("burstable", "cgroupfs") is None
+    assert stats.pod_uid("kubepods-burstable-pod0f1e_22.slice", "systemd") == "0f1e-22"
+    assert stats.pod_uid("kubepods-pod0f1e_22.slice", "systemd") == "0f1e-22"
+    assert stats.pod_uid("kubepods-besteffort.slice", "systemd") is None
+    assert stats.pod_uid("kubepods-pod.slice", "systemd") is None
+
+
+# ---- node network ----------------------------------------------------------------------------
+
+
+def _fake_sysfs_net(root, counters: dict[str, dict[str, int]]) -> str:
+    for iface, values in counters.items():
+        write_files(
+            os.path.join(root, iface, "statistics"), {k: f"{v}\n" for k, v in values.items()}
+        )
+    return str(root)
+
+
+def test_sysfs_counters_leave_out_loopback_and_put_eth0_inline(tmp_path):
+    from cgalloc import netstats
+
+    base = dict(rx_bytes=0, rx_errors=0, tx_bytes=0, tx_errors=0)
+    net = _fake_sysfs_net(
+        tmp_path,
+        {
+            "lo": base,
+            "eth0": dict(rx_bytes=1500, rx_errors=2, tx_bytes=900, tx_errors=1),
+            "eth1": dict(base, rx_bytes=7),
+        },
+    )
+    ifaces = netstats.from_sysfs(net)
+    assert [i.name for i in ifaces] == ["eth0", "eth1"]
+    doc = netstats.network_summary(ifaces, "T")
+    assert doc == {
+        "time": "T",
+        "name": "eth0",
+        "rxBytes": 1500,
+        "rxErrors": 2,
+        "txBytes": 900,
+        "txErrors": 1,
+        "interfaces": [
+            {"name": "eth0", "rxBytes": 1500, "rxErrors": 2, "txBytes": 900, "txErrors": 1},
+            {"name": "eth1", "rxBytes": 7, "rxErrors": 0, "txBytes": 0, "txErrors": 0},
+        ],
+    }
+
+
+def test_netlink_and_sysfs_name_the_same_interfaces_on_this_host():
+    from cgalloc import netstats
+
+    try:
+        via_netlink = netstats.from_netlink()
+    except OSError as err:
+        pytest.skip(f"no rtnetlink here: {err}")
+    assert [i.name for i in via_netlink] == [i.name for i in netstats.from_sysfs()]

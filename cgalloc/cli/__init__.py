@@ -21,6 +21,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: rich truncates the long kubelet flag names at 80 columns
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

@@ -92,7 +92,7 @@ def result(cfg: NodeConfig, alloc: Allocatable) -> dict:
                 "resource": t.resource,
                 "source": t.source,
                 "quantity": str(t.quantity),
-                "lowers": "allocatable, kubepods" if t.lowers_kubepods else "allocatable",
+                "lowers": ", ".join(t.lowers) or "nothing",
             }
             for t in alloc.breakdown
         ],

@@ -9,7 +9,12 @@ Interface::
     root = open_root(path, allow_any_fs=False)   # HostError unless statfs says cgroup/cgroup2;
                                                  # on v1/hybrid open each controller mount
     snap = root.read(dirs, specs, threads=0, bufsize=65536)
-    sampler = root.sampler(dirs, specs); snap = sampler.sample(); sampler.update(new_dirs)
+    sampler = root.sampler(dirs, specs, threads=0, bufsize=65536, detect_unlinked=None)
+    snap = sampler.sample(); sampler.update(new_dirs); sampler.close()
+        # keeps one fd per file, one pread per file per sample; a vanished cgroup's fds are
+        # closed and its cells read ENOENT (reopened once, and again each sample, so a
+        # re-created cgroup comes back). detect_unlinked (default: root is not cgroupfs) adds
+        # an fstat per file so plain test trees can show removal; leave it off for benches.
     root.write(relpath, value); root.mkdir(relpath); root.rmdir(relpath)
     text = root.read_text(relpath)
 
@@ -34,9 +39,10 @@ Status codes: ``OK`` (value holds the number), ``MAX`` (``max`` or ``-1``; value
 ``ETOOLONG`` (content of ``bufsize`` bytes or more), ``EMISSING_KEY``, ``EIO`` (any other
 error, including a symlink in the path).
 
-Paths are relative to the root (``""`` is the root itself as a read directory) with no
-``.``, ``..`` or empty components; they are resolved with openat2(RESOLVE_BENEATH |
-RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS), or an O_NOFOLLOW walk where openat2 is missing.
+A malformed directory raises ValueError before any I/O. Paths are relative to the root
+(``""`` is the root itself as a read directory) with no ``.``, ``..`` or empty components;
+they are resolved with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS),
+or an O_NOFOLLOW walk where openat2 is missing.
 Failures raise ``WriteError`` (write, mkdir, rmdir) or ``CoreError`` (read_text), both
 OSError with ``errno``, ``path`` and ``value``, e.g. ``cannot write '104857600' to
 kubepods/memory.max: Device or resource busy (EBUSY)``.

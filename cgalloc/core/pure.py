@@ -130,8 +130,7 @@ class Root:
         """Open, read and parse every (dir, file) once (sequentially; threads is ignored)."""
         _check_bufsize(bufsize)
         dirs, specs = tuple(dirs), tuple(specs)
-        for d in dirs:
-            r.check_dir(d)
+        r.check_dirs(dirs)
         offs, per_dir = r.cell_offsets(specs)
         values, status = _buffers(len(dirs) * per_dir)
         rootfd = self._fileno()
@@ -155,8 +154,12 @@ class Root:
         specs: Sequence[FileSpec],
         threads: int = 0,
         bufsize: int = r.DEFAULT_BUFSIZE,
+        detect_unlinked: bool | None = None,
     ) -> Sampler:
-        return Sampler(self, dirs, specs, threads, bufsize)
+        """A persistent sampler; ``detect_unlinked`` as in the native core."""
+        if detect_unlinked is None:
+            detect_unlinked = not self.is_cgroupfs
+        return Sampler(self, dirs, specs, threads, bufsize, detect_unlinked)
 
     def write(self, relpath: str, value: str | bytes | int) -> None:
         """Write ``value`` to ``relpath`` in one write(); raises WriteError."""
@@ -243,9 +246,10 @@ class Root:
 class Sampler:
     """Keeps every (dir, file) open and re-reads it with one pread per sample."""
 
-    def __init__(self, root: Root, dirs, specs, threads: int, bufsize: int):
+    def __init__(self, root: Root, dirs, specs, threads: int, bufsize: int, detect_unlinked: bool):
         _check_bufsize(bufsize)
         self.root = root
+        self._detect_unlinked = detect_unlinked
         self.threads = threads
         self.specs = tuple(specs)
         self._bufsize = bufsize
@@ -260,8 +264,7 @@ class Sampler:
         dirs = tuple(dirs)
         if len(set(dirs)) != len(dirs):
             raise ValueError("sampler directories must be distinct")
-        for d in dirs:
-            r.check_dir(d)
+        r.check_dirs(dirs)
         self._live()
         keep = set(dirs)
         for key in [k for k in self._fds if k[0] not in keep]:
@@ -289,7 +292,7 @@ class Sampler:
             if exc.errno not in (errno.ENODEV, errno.ENOENT):
                 return [(r.errno_status(exc.errno), 0)] * spec.ncells
             return self._reopen(key, spec)
-        if not self.root.is_cgroupfs and os.fstat(fd).st_nlink == 0:
+        if self._detect_unlinked and os.fstat(fd).st_nlink == 0:
             return self._reopen(key, spec)
         if len(data) >= self._bufsize:
             return [(r.ETOOLONG, 0)] * spec.ncells

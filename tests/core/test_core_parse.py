@@ -12,6 +12,7 @@ SINGLE = FileSpec("memory.max")
 CPU_MAX = FileSpec("cpu.max", "fields", ("quota", "period"))
 STAT = FileSpec("cpu.stat", "keyed", ("usage_usec", "user_usec", "system_usec"))
 U64 = 2**64 - 1
+MISSING = (EMISSING_KEY, 0)
 
 CASES = [
     (SINGLE, b"104857600\n", [(OK, 104857600)]),
@@ -41,12 +42,12 @@ CASES = [
     (CPU_MAX, b"1 2 3\n", [(EPARSE, 0), (EPARSE, 0)]),
     (CPU_MAX, b"max  100000\n", [(EPARSE, 0), (EPARSE, 0)]),
     (CPU_MAX, b"x 18446744073709551616\n", [(EPARSE, 0), (ERANGE, 0)]),
-    (STAT, b"usage_usec 1500\nuser_usec 1000\nsystem_usec 500\n", [(OK, 1500), (OK, 1000), (OK, 500)]),
+    (STAT, b"usage_usec 15\nuser_usec 10\nsystem_usec 5\n", [(OK, 15), (OK, 10), (OK, 5)]),
     (STAT, b"system_usec 5\nusage_usec 6", [(OK, 6), (EMISSING_KEY, 0), (OK, 5)]),
     (STAT, b"usage_usec 1\nusage_usec 2\n", [(OK, 1), (EMISSING_KEY, 0), (EMISSING_KEY, 0)]),
-    (STAT, b"usage_usec\nuser_usec 1 2\n usage_usec 3\n", [(EMISSING_KEY, 0), (EPARSE, 0), (EMISSING_KEY, 0)]),
+    (STAT, b"usage_usec\nuser_usec 1 2\n usage_usec 3\n", [MISSING, (EPARSE, 0), MISSING]),
     (STAT, b"usage_usec x\nusage_usec 4\n", [(EPARSE, 0), (EMISSING_KEY, 0), (EMISSING_KEY, 0)]),
-    (STAT, b"usage_usec\x00 4\nuser_usec 4\x00\n", [(EMISSING_KEY, 0), (EPARSE, 0), (EMISSING_KEY, 0)]),
+    (STAT, b"usage_usec\x00 4\nuser_usec 4\x00\n", [MISSING, (EPARSE, 0), MISSING]),
     (STAT, b"", [(EMISSING_KEY, 0)] * 3),
     (STAT, b"\n\n\n", [(EMISSING_KEY, 0)] * 3),
 ]  # fmt: skip

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import threading
+import tracemalloc
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cgalloc.core import EIO, EMISSING_KEY, ENOENT, EPARSE, ETOOLONG, MAX, OK, FileSpec, native
-from cgalloc.core import pure
+from cgalloc.core import (
+    EIO,
+    EMISSING_KEY,
+    ENOENT,
+    ETOOLONG,
+    MAX,
+    OK,
+    FileSpec,
+    native,
+    pure,
+)
 
 SPECS = [
     FileSpec("memory.max"),
@@ -134,7 +143,9 @@ _CONTENT = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(contents=st.lists(st.tuples(_CONTENT, _CONTENT, _CONTENT, st.booleans()), min_size=1,
                          max_size=4),
        bufsize=st.sampled_from([2, 8, 32, 65536]))  # fmt: skip
@@ -168,8 +179,14 @@ def test_bad_directory_is_refused_before_reading(impl, tree):
 
 
 def test_snapshot_memory_is_compact(impl, tree):
-    dirs = ["kubepods"] * 1000
-    snap = impl.open_root(str(tree), allow_any_fs=True).read(dirs, SPECS)
-    per_cgroup = (snap.values.nbytes + len(snap.status)) / len(dirs)
-    assert per_cgroup == 6 * 9
-    assert os.sys.getsizeof(snap) < 200
+    dirs = [f"kubepods/pod{i}" for i in range(1000)]  # missing: cells are still stored
+    root = impl.open_root(str(tree), allow_any_fs=True)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        snap = root.read(dirs, SPECS)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert memoryview(snap.values).nbytes + len(snap.status) == 1000 * 6 * 9
+    assert held / len(dirs) <= 1024

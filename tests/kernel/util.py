@@ -16,7 +16,7 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 def lane() -> str | None:
-    """"v2" or "v1" inside a VM lane, None elsewhere."""
+    """ "v2" or "v1" inside a VM lane, None elsewhere."""
     return os.environ.get("CGALLOC_VM_LANE") or None
 
 
@@ -120,7 +120,7 @@ def scratch_cgroup(*controllers: str) -> Iterator[ScratchCgroup]:
 
 def spawn_in(cg: ScratchCgroup, argv: Sequence[str], **popen: object) -> subprocess.Popen:
     """Start `argv` already inside `cg`: the child joins before exec, so all it does counts."""
-    return subprocess.Popen(argv, preexec_fn=cg.join, **popen)  # noqa: PLW1509
+    return subprocess.Popen(argv, preexec_fn=cg.join, **popen)
 
 
 def run_in(

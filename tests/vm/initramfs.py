@@ -1,4 +1,4 @@
-"""Build (once, cached) the lanes' initramfs: static busybox, the 9p/overlay modules, init scripts."""
+"""The lanes' initramfs (built once, cached): static busybox, 9p/overlay modules, init scripts."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ class NewcArchive:
         self._out = io.BytesIO()
         self._ino = 0
 
-    def _entry(self, name: str, mode: int, data: bytes = b"", rdev: tuple[int, int] = (0, 0)) -> None:
+    def _entry(
+        self, name: str, mode: int, data: bytes = b"", rdev: tuple[int, int] = (0, 0)
+    ) -> None:
         self._ino += 1
         encoded = name.encode() + b"\0"
         fields = (self._ino, mode, 0, 0, 1, 0, len(data), 0, 0, rdev[0], rdev[1], len(encoded), 0)

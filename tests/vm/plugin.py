@@ -45,6 +45,12 @@ def lane_item_name(name: str, lane: str) -> str:
     return f"{name}[vm-{lane}]"
 
 
+def _headline(longrepr: str) -> str:
+    """The first `E   ` line of a pytest failure report (its last line if none)."""
+    lines = longrepr.strip().splitlines() or [""]
+    return next((ln[1:].strip() for ln in lines if ln.startswith("E ")), lines[-1])
+
+
 class VMTestFailed(Exception):
     """The in-VM test failed; the message is its in-VM report."""
 
@@ -72,14 +78,18 @@ class VMLaneItem(pytest.Item):
         rec = run.records.get(self.inner_nodeid)
         if rec is None:
             errors = "\n".join(e["longrepr"] for e in run.collect_errors)
-            pytest.fail(f"vm-{run.lane} did not report {self.inner_nodeid}\n{errors}", pytrace=False)
+            pytest.fail(
+                f"vm-{run.lane} did not report {self.inner_nodeid}\n{errors}", pytrace=False
+            )
         outcome = rec["outcome"]
         if outcome == "skipped":
             pytest.skip(f"in vm-{run.lane}: {rec['reason']}")
         if outcome == "xfailed":
             pytest.xfail(rec["reason"])
         if outcome in ("failed", "error"):
-            raise VMTestFailed(f"in vm-{run.lane} ({outcome}):\n{rec['longrepr']}")
+            raise VMTestFailed(
+                f"in vm-{run.lane} ({outcome}): {_headline(rec['longrepr'])}\n{rec['longrepr']}"
+            )
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, VMTestFailed):

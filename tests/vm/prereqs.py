@@ -1,4 +1,4 @@
-"""Find what a VM lane needs on this host: qemu, a distro kernel with its modules, static busybox."""
+"""What a VM lane needs on this host: qemu, a distro kernel with its modules, static busybox."""
 
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ def _version_key(version: str) -> list[tuple[int, str]]:
     return [(int(p), "") if p.isdigit() else (-1, p) for p in re.split(r"[.-]", version)]
 
 
-def find_kernel(boot: Path = Path("/boot"), lib_modules: Path = Path("/lib/modules")) -> tuple[Path, str]:
+def find_kernel(
+    boot: Path = Path("/boot"), lib_modules: Path = Path("/lib/modules")
+) -> tuple[Path, str]:
     """The newest /boot/vmlinuz-<version> whose modules are installed (or $CGALLOC_VM_KERNEL)."""
     override = os.environ.get("CGALLOC_VM_KERNEL")
     candidates = [Path(override)] if override else sorted(boot.glob("vmlinuz-*"))
@@ -41,8 +43,9 @@ def find_kernel(boot: Path = Path("/boot"), lib_modules: Path = Path("/lib/modul
         if image.is_file() and os.access(image, os.R_OK) and (lib_modules / version).is_dir():
             usable.append((version, image))
     if not usable:
+        wanted = f"CGALLOC_VM_KERNEL={override}" if override else "/boot/vmlinuz-<version>"
         raise MissingPrerequisite(
-            "no readable /boot/vmlinuz-<version> with /lib/modules/<version> "
+            f"no readable {wanted} with /lib/modules/<version> "
             "(install linux-image-amd64: .ci/install-vm-deps)"
         )
     version, image = max(usable, key=lambda vi: _version_key(vi[0]))
@@ -60,7 +63,9 @@ def module_load_order(modules_dir: Path, wanted: tuple[str, ...] = NEEDED_MODULE
         deps[_module_name(path)] = (path, rest.split())
     builtin_file = modules_dir / "modules.builtin"
     builtin = (
-        {_module_name(p) for p in builtin_file.read_text().split()} if builtin_file.is_file() else set()
+        {_module_name(p) for p in builtin_file.read_text().split()}
+        if builtin_file.is_file()
+        else set()
     )
     order: list[str] = []
     for name in wanted:

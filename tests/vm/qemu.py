@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from .prereqs import Prereqs
 LANES = ("v2", "v1")
 DEFAULT_TIMEOUT = 600.0  # seconds per lane; a TCG boot plus the basic tests takes well under 1/5
 KERNEL_CMDLINE = "console=ttyS0 panic=-1 quiet"
+_TERMINAL_CONTROL = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|.)")  # SeaBIOS clears the screen
 
 
 @dataclass
@@ -37,7 +39,8 @@ class LaneRun:
             text = self.serial_log.read_text(errors="replace")
         except OSError:
             return "(no serial log)"
-        return "\n".join(text.replace("\r", "").splitlines()[-lines:])
+        text = _TERMINAL_CONTROL.sub("", text.replace("\r", ""))
+        return "\n".join(text.splitlines()[-lines:])
 
 
 def tmp_keep_paths(paths: list[str]) -> list[str]:
@@ -65,6 +68,8 @@ def job_env(lane: str, checkout: Path, pytest_args: list[str]) -> str:
         "CHECKOUT": str(checkout),
         "GUEST_PATH": guest_path,
         "KEEP_TMP": " ".join(tmp_keep_paths(host_paths)),
+        # Loading every installed pytest plugin (hypothesis, benchmark...) costs ~5 s under TCG.
+        "NO_PLUGIN_AUTOLOAD": "" if os.environ.get("CGALLOC_VM_PLUGIN_AUTOLOAD") else "1",
     }
     lines = [f"{k}={shlex.quote(v)}" for k, v in values.items()]
     lines.append("set -- " + " ".join(shlex.quote(a) for a in pytest_args))

@@ -20,7 +20,8 @@ $BB mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 results /results |
 	say "cannot mount the results share (9p tag results)"
 	halt
 }
-# LANE, PYTHON, CHECKOUT, GUEST_PATH, KEEP_TMP and `set -- <pytest args>`, written by the host.
+# LANE, PYTHON, CHECKOUT, GUEST_PATH, KEEP_TMP, NO_PLUGIN_AUTOLOAD and `set -- <pytest args>`,
+# written by the host (tests/vm/qemu.py).
 . /results/job.env
 
 # A fresh /tmp, keeping what the run needs from the host's /tmp (e.g. a virtualenv there).
@@ -67,11 +68,13 @@ v1)
 	;;
 esac
 
-say "lane $LANE: running pytest"
+uptime() { $BB cut -d' ' -f1 /proc/uptime; }
+say "lane $LANE: running pytest at $(uptime) s after boot"
 cd "$CHECKOUT" || halt
 $BB env -i HOME=/root PATH="$GUEST_PATH" LANG=C.UTF-8 TERM=dumb \
 	CGALLOC_VM_LANE="$LANE" CGALLOC_VM_REPORT="/results/$LANE.json" \
-	CGALLOC_VM_SELECT="/results/$LANE.select" "$PYTHON" -m pytest "$@"
+	CGALLOC_VM_SELECT="/results/$LANE.select" \
+	PYTEST_DISABLE_PLUGIN_AUTOLOAD="$NO_PLUGIN_AUTOLOAD" "$PYTHON" -m pytest "$@"
 echo $? >"/results/$LANE.rc"
-say "lane $LANE: pytest exited $(cat "/results/$LANE.rc")"
+say "lane $LANE: pytest exited $(cat "/results/$LANE.rc") at $(uptime) s after boot"
 halt

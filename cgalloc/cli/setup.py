@@ -1,0 +1,216 @@
+"""``cgalloc setup``: create and enforce the node's cgroup tree (plan, then apply).
+
+Also holds the tree options ``verify`` shares with it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import typer
+
+from cgalloc.apply import Result, TestSwitches, apply
+from cgalloc.cgroupfs import detect
+from cgalloc.cli.inputs import NodeInputs, node_inputs
+from cgalloc.cli.render import OutputFormat, emit, output_option, warn
+from cgalloc.errors import HostError, InputError
+from cgalloc.limits import WEIGHT_FORMULAS
+from cgalloc.ownership import DEFAULT_STATE_DIR, StateDir
+from cgalloc.plan import Plan, load_pods, node_plan, require_no_refusals
+
+SETUP_HELP = (
+    "Create and enforce the node's cgroup tree: kubepods with the Node Allocatable limits, "
+    "the QoS tiers (and pods from --pods), and the kube-reserved / system-reserved cgroups "
+    "when enforced. Prints the plan (mkdir, writes old -> new, controllers enabled, processes "
+    "moved) and applies it in a safe order; if any change fails, every change is undone. "
+    "Re-running with the same inputs writes nothing."
+)
+_PANEL = "Tree options"
+
+
+def cgroupfs_option() -> typer.models.OptionInfo:
+    return typer.Option(
+        "/sys/fs/cgroup",
+        "--cgroupfs",
+        metavar="PATH",
+        help="Root of the cgroup hierarchy (v2 mount, or the directory holding the v1 mounts).",
+        rich_help_panel=_PANEL,
+    )
+
+
+def state_dir_option() -> typer.models.OptionInfo:
+    return typer.Option(
+        DEFAULT_STATE_DIR,
+        "--state-dir",
+        metavar="DIR",
+        help="Where cgalloc keeps its lock and the record of what it created (for teardown).",
+        rich_help_panel=_PANEL,
+    )
+
+
+@dataclass(frozen=True)
+class TreeOptions:
+    """The options that decide the desired tree, shared by setup and verify."""
+
+    cgroupfs: str
+    pods: str | None
+    weight_formula: str
+    create_reserved: bool
+    kube_procs: list[str]
+    system_procs: list[str]
+
+    def __post_init__(self) -> None:
+        # typer hands a tuple for repeatable options; keep them plain lists
+        object.__setattr__(self, "kube_procs", list(self.kube_procs))
+        object.__setattr__(self, "system_procs", list(self.system_procs))
+
+    def plan(self, inputs: NodeInputs, switches: TestSwitches) -> Plan:
+        if self.weight_formula not in WEIGHT_FORMULAS:
+            raise InputError(
+                f"--cpu-weight-formula {self.weight_formula!r} is not one of "
+                f"{', '.join(WEIGHT_FORMULAS)}."
+            )
+        cfg, capacity = inputs.load()
+        pods = load_pods(self.pods) if self.pods else []
+        hierarchy = detect(self.cgroupfs, switches.mountinfo)
+        moves = [
+            (role, names)
+            for role, names in (
+                ("kube-reserved", _names(self.kube_procs)),
+                ("system-reserved", _names(self.system_procs)),
+            )
+            if names
+        ]
+        p, _ = node_plan(
+            cfg,
+            capacity,
+            hierarchy,
+            pods,
+            weight_formula=self.weight_formula,
+            create_reserved=self.create_reserved,
+            moves=moves,
+        )
+        warn(p.warnings)
+        return p
+
+
+def _names(values: list[str]) -> list[str]:
+    return [n.strip() for v in values for n in v.split(",") if n.strip()]
+
+
+def pods_option() -> typer.models.OptionInfo:
+    return typer.Option(
+        None,
+        "--pods",
+        metavar="FILE",
+        help="JSON or YAML list of pods {uid, qos, cpuRequest, cpuLimit, memoryRequest, "
+        "memoryLimit} to create pod cgroups for; burstable shares come from their requests.",
+        rich_help_panel=_PANEL,
+    )
+
+
+def weight_option() -> typer.models.OptionInfo:
+    return typer.Option(
+        "kubelet",
+        "--cpu-weight-formula",
+        metavar="kubelet|runc",
+        help="cgroup v2 shares→weight conversion: kubelet (linear, what the kubelet writes) or "
+        "runc (the runtimes' newer curve, 1024 shares → weight 100).",
+        rich_help_panel=_PANEL,
+    )
+
+
+def create_reserved_option() -> typer.models.OptionInfo:
+    return typer.Option(
+        True,
+        "--create-reserved/--no-create-reserved",
+        help="Create missing reserved cgroups (default), or, like the kubelet, require them "
+        "and fail listing the missing paths per controller.",
+        rich_help_panel=_PANEL,
+    )
+
+
+def procs_option(role: str) -> typer.models.OptionInfo:
+    return typer.Option(
+        [],
+        f"--{role}-procs",
+        metavar="NAME,...",
+        help=f"Move running processes with these names (comm or executable basename) into the "
+        f"{role} cgroup, e.g. kubelet,containerd. Repeatable.",
+        rich_help_panel=_PANEL,
+    )
+
+
+def _table(p: Plan, summary: str) -> str:
+    lines = [f"  {line}" for line in p.describe()]
+    return "\n".join([*lines, summary])
+
+
+def require_root(switches: TestSwitches) -> None:
+    if os.geteuid() != 0 and not switches.allow_any_fs:
+        raise HostError("changing cgroups needs root; --dry-run shows the plan without it.")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``setup`` to the app."""
+
+    @app.command("setup", help=SETUP_HELP)
+    @node_inputs
+    def setup(
+        inputs: NodeInputs,
+        cgroupfs: str = cgroupfs_option(),
+        state_dir: str = state_dir_option(),
+        pods: str | None = pods_option(),
+        cpu_weight_formula: str = weight_option(),
+        create_reserved: bool = create_reserved_option(),
+        kube_reserved_procs: list[str] = procs_option("kube-reserved"),
+        system_reserved_procs: list[str] = procs_option("system-reserved"),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", help="Print the plan and stop; reads only, works unprivileged."
+        ),
+        force: bool = typer.Option(
+            False,
+            "--force",
+            help="Lower a memory limit even below the cgroup's current usage "
+            "(the kernel then reclaims or OOM-kills).",
+        ),
+        output: OutputFormat = output_option(),
+    ) -> None:
+        opts = TreeOptions(
+            cgroupfs,
+            pods,
+            cpu_weight_formula,
+            create_reserved,
+            kube_reserved_procs,
+            system_reserved_procs,
+        )
+        switches = TestSwitches.from_env()
+        if dry_run:
+            p = opts.plan(inputs, switches)
+            count = len(p.actions)
+            summary = (
+                "no changes: 0 writes"
+                if not count
+                else f"dry run: {count} changes planned, nothing written"
+            )
+            emit(
+                {"dry_run": True, "plan": p.to_json(), "writes": 0, "summary": summary},
+                output,
+                lambda: _table(p, summary),
+            )
+            require_no_refusals(p, force)
+            return
+        require_root(switches)
+        state = StateDir(state_dir)
+        with state.locked():
+            record = state.load()
+            p = opts.plan(inputs, switches)
+            require_no_refusals(p, force)
+            result: Result = apply(p, state, record, switches=switches)
+        summary = result.summary()
+        emit(
+            {"dry_run": False, "plan": p.to_json(), **result.to_json(), "summary": summary},
+            output,
+            lambda: _table(p, summary),
+        )

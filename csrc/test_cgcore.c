@@ -1,0 +1,227 @@
+/* C test driver for cgcore on a fake tree in a temp dir, run under ASan/UBSan by sanitize.sh:
+ * parsers, bulk reads (1 and several threads), the sampler (change, vanish, update), writes,
+ * mkdir/rmdir and read_text through openat2 and through the O_NOFOLLOW walk. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cgcore.h"
+
+static int failures;
+static char base[] = "/tmp/cgcore-test-XXXXXX";
+
+#define CHECK(cond)                                                                          \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);        \
+            failures++;                                                                      \
+        }                                                                                    \
+    } while (0)
+
+static void put(const char *rel, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", base, rel);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        exit(2);
+    }
+    fputs(text, f);
+    fclose(f);
+}
+
+static void dir(const char *rel)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", base, rel);
+    if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+        perror(path);
+        exit(2);
+    }
+}
+
+static void cleanup(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", base);
+}
+
+static const char *const KEYS[] = {"anon", "file", "swap"};
+static const uint32_t KEYLENS[] = {4, 4, 4};
+static const cg_spec SPECS[] = {
+    {"memory.max", CG_SINGLE, 1, NULL, NULL},
+    {"memory.stat", CG_KEYED, 3, KEYS, KEYLENS},
+    {"cpu.max", CG_FIELDS, 2, NULL, NULL},
+};
+#define NSPECS 3
+#define CPD 6 /* cells per dir */
+
+static void test_read(int root)
+{
+    const char dirbuf[] = "kubepods\0kubepods/burstable\0\0gone";
+    const size_t offs[] = {0, 9, 28, 29, 34};
+    uint64_t v[4 * CPD];
+    uint8_t st[4 * CPD];
+
+    for (int threads = 1; threads <= 3; threads++) {
+        memset(st, 0xff, sizeof st);
+        CHECK(cg_read(root, dirbuf, offs, 4, SPECS, NSPECS, 65536, threads, v, st) == 0);
+        CHECK(st[0] == CG_OK && v[0] == 104857600);
+        CHECK(st[1] == CG_OK && v[1] == 4096 && st[2] == CG_OK && v[2] == 8192);
+        CHECK(st[3] == CG_EMISSING_KEY);
+        CHECK(st[4] == CG_MAX && st[5] == CG_OK && v[5] == 100000);
+        CHECK(st[CPD] == CG_MAX);
+        CHECK(st[2 * CPD] == CG_OK && v[2 * CPD] == 1); /* root memory.max */
+        CHECK(st[2 * CPD + 1] == CG_ENOENT);
+        for (int k = 0; k < CPD; k++)
+            CHECK(st[3 * CPD + k] == CG_ENOENT);
+    }
+    /* a 16-byte buffer: memory.stat (22 bytes) does not fit */
+    CHECK(cg_read(root, dirbuf, offs, 1, SPECS, NSPECS, 16, 1, v, st) == 0);
+    CHECK(st[0] == CG_OK && st[1] == CG_ETOOLONG && st[3] == CG_ETOOLONG);
+    CHECK(cg_read(root, dirbuf, offs, 1, SPECS, NSPECS, 0, 1, v, st) == -EINVAL);
+    /* malformed dirs: "..", an absolute path, a NUL inside a dir (offsets disagree) */
+    const char bad1[] = "kubepods\0..", bad2[] = "/kubepods", bad3[] = "kube\0pods";
+    const size_t o2[] = {0, 9, 12}, o1[] = {0, 10};
+    CHECK(cg_read(root, bad1, o2, 2, SPECS, NSPECS, 64, 1, v, st) == -EINVAL);
+    CHECK(cg_read(root, bad2, o1, 1, SPECS, NSPECS, 64, 1, v, st) == -EINVAL);
+    CHECK(cg_read(root, bad3, o1, 1, SPECS, NSPECS, 64, 1, v, st) == -EINVAL);
+}
+
+static void test_many_dirs_threads(int root)
+{
+    enum { N = 200 };
+    char names[N][16], *dirbuf = calloc(N, 16);
+    size_t offs[N + 1], pos = 0;
+    uint64_t *v = calloc(N * CPD, sizeof *v);
+    uint8_t *st = calloc(N * CPD, 1);
+
+    for (int i = 0; i < N; i++) {
+        char rel[64], text[32];
+        snprintf(names[i], sizeof names[i], "p%d", i);
+        dir(names[i]);
+        snprintf(rel, sizeof rel, "p%d/memory.max", i);
+        snprintf(text, sizeof text, "%d\n", i * 3);
+        put(rel, text);
+        offs[i] = pos;
+        memcpy(dirbuf + pos, names[i], strlen(names[i]) + 1);
+        pos += strlen(names[i]) + 1;
+    }
+    offs[N] = pos;
+    CHECK(cg_read(root, dirbuf, offs, N, SPECS, NSPECS, 65536, 4, v, st) == 0);
+    for (int i = 0; i < N; i++)
+        CHECK(st[i * CPD] == CG_OK && v[i * CPD] == (uint64_t)i * 3);
+    free(dirbuf);
+    free(v);
+    free(st);
+}
+
+static void test_sampler(int root)
+{
+    const char dirbuf[] = "kubepods\0kubepods/burstable";
+    const size_t offs[] = {0, 9, 28};
+    const int carry0[] = {-1, -1};
+    uint64_t v[2 * CPD];
+    uint8_t st[2 * CPD];
+    cg_sampler *s = cg_sampler_new(root, SPECS, NSPECS, 65536, 1);
+
+    CHECK(s != NULL);
+    CHECK(cg_sampler_set_dirs(s, dirbuf, offs, 2, carry0) == 0);
+    CHECK(cg_sampler_sample(s, 1, v, st) == 0);
+    CHECK(st[0] == CG_OK && v[0] == 104857600 && st[CPD] == CG_MAX);
+    put("kubepods/burstable/memory.max", "4242\n");
+    CHECK(cg_sampler_sample(s, 2, v, st) == 0);
+    CHECK(st[CPD] == CG_OK && v[CPD] == 4242);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/kubepods/burstable'", base);
+    CHECK(system(cmd) == 0);
+    CHECK(cg_sampler_sample(s, 1, v, st) == 0);
+    for (int k = 0; k < CPD; k++)
+        CHECK(st[CPD + k] == CG_ENOENT);
+    CHECK(st[0] == CG_OK);
+    /* keep kubepods (old index 0), add the root */
+    const char dirbuf2[] = "\0kubepods";
+    const size_t offs2[] = {0, 1, 10};
+    const int carry[] = {-1, 0};
+    const int bad[] = {0, 0};
+    CHECK(cg_sampler_set_dirs(s, dirbuf2, offs2, 2, bad) == -EINVAL);
+    CHECK(cg_sampler_set_dirs(s, dirbuf2, offs2, 2, carry) == 0);
+    CHECK(cg_sampler_sample(s, 1, v, st) == 0);
+    CHECK(st[0] == CG_OK && v[0] == 1 && st[CPD] == CG_OK && v[CPD] == 104857600);
+    cg_sampler_free(s);
+}
+
+static void test_writes(int root, int flags)
+{
+    char buf[64];
+    long n;
+
+    CHECK(cg_write(root, "kubepods/memory.max", "2048", 4, flags) == 0);
+    n = cg_read_text(root, "kubepods/memory.max", buf, sizeof buf, flags);
+    CHECK(n == 4 && memcmp(buf, "2048", 4) == 0);
+    CHECK(cg_read_text(root, "kubepods/memory.stat", buf, 8, flags) == -EFBIG);
+    CHECK(cg_write(root, "kubepods/memory.high", "1", 1, flags) == -ENOENT);
+    CHECK(cg_write(root, "../x", "1", 1, flags) == -EINVAL);
+    CHECK(cg_write(root, "/etc/passwd", "1", 1, flags) == -EINVAL);
+    CHECK(cg_write(root, "kubepods//memory.max", "1", 1, flags) == -EINVAL);
+    CHECK(cg_write(root, "", "1", 1, flags) == -EINVAL);
+    CHECK(cg_write(root, "linkdir/memory.max", "1", 1, flags) == -ELOOP);
+    CHECK(cg_write(root, "kubepods/link.max", "1", 1, flags) == -ELOOP);
+    CHECK(cg_mkdir(root, "kubepods/new", 0755, flags) == 0);
+    CHECK(cg_mkdir(root, "kubepods/new", 0755, flags) == -EEXIST);
+    CHECK(cg_mkdir(root, "linkdir/new", 0755, flags) == -ELOOP);
+    CHECK(cg_rmdir(root, "kubepods/new", flags) == 0);
+    CHECK(cg_rmdir(root, "kubepods/new", flags) == -ENOENT);
+    CHECK(cg_mkdir(root, "top", 0755, flags) == 0 && cg_rmdir(root, "top", flags) == 0);
+    CHECK(cg_rmdir(root, "..", flags) == -EINVAL);
+}
+
+int main(void)
+{
+    long magic;
+    char path[512];
+
+    if (!mkdtemp(base)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    dir("kubepods");
+    dir("kubepods/burstable");
+    put("memory.max", "1\n");
+    put("kubepods/memory.max", "104857600\n");
+    put("kubepods/memory.stat", "anon 4096\nfile 8192\n");
+    put("kubepods/cpu.max", "max 100000\n");
+    put("kubepods/burstable/memory.max", "max\n");
+    snprintf(path, sizeof path, "%s/kubepods", base);
+    char link[512];
+    snprintf(link, sizeof link, "%s/linkdir", base);
+    CHECK(symlink(path, link) == 0);
+    snprintf(link, sizeof link, "%s/kubepods/link.max", base);
+    CHECK(symlink("memory.max", link) == 0);
+
+    CHECK(cg_open_root(base, 0, &magic) == -EMEDIUMTYPE && magic != 0);
+    int root = cg_open_root(base, CG_ALLOW_ANY_FS, &magic);
+    CHECK(root >= 0);
+    CHECK(cg_online_cpus() >= 1);
+    test_read(root);
+    test_many_dirs_threads(root);
+    test_sampler(root);
+    test_writes(root, 0);
+    test_writes(root, CG_FORCE_WALK);
+    close(root);
+    cleanup();
+    if (failures) {
+        fprintf(stderr, "test_cgcore: %d failures\n", failures);
+        return 1;
+    }
+    printf("test_cgcore: ok\n");
+    return 0;
+}

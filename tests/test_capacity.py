@@ -1,0 +1,62 @@
+"""Capacity read from a fake /proc and /sys tree, and CPU list parsing."""
+
+import os
+
+import pytest
+
+from cgalloc.capacity import existing_parent, online_cpus, parse_cpuset, read_capacity
+from cgalloc.quantity import Quantity
+
+
+def _write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.fixture
+def fake_host(tmp_path):
+    proc, sys = tmp_path / "proc", tmp_path / "sys"
+    _write(proc / "meminfo", "MemTotal:        4025836 kB\nMemFree:  1000 kB\n")
+    _write(proc / "sys/kernel/pid_max", "4194304\n")
+    _write(proc / "sys/kernel/threads-max", "31189\n")
+    _write(sys / "devices/system/cpu/online", "0-3,6\n")
+    _write(sys / "kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "512\n")
+    _write(sys / "kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages", "0\n")
+    return str(proc), str(sys)
+
+
+def test_read_capacity_from_fake_tree(fake_host, tmp_path):
+    proc, sys = fake_host
+    root_dir = tmp_path / "var/lib/kubelet"  # does not exist: its nearest parent is measured
+    cap = read_capacity(str(root_dir), proc, sys, affinity={0, 1, 2, 6, 7})
+    st = os.statvfs(tmp_path)
+    assert {k: str(v) for k, v in cap.items()} == {
+        "cpu": "4",  # online {0,1,2,3,6} ∩ affinity {0,1,2,6,7}
+        "memory": "4025836Ki",  # as kubectl shows an AKS node
+        "ephemeral-storage": str(Quantity.from_int(st.f_blocks * st.f_frsize, "BinarySI")),
+        "pid": "31189",  # min(pid_max, threads-max)
+        "hugepages-2Mi": "1Gi",  # 512 × 2Mi
+        "hugepages-1Gi": "0",
+    }
+
+
+def test_online_cpus_intersects_affinity(fake_host):
+    assert online_cpus(fake_host[1], affinity=range(3)) == {0, 1, 2}
+
+
+def test_existing_parent(tmp_path):
+    assert existing_parent(str(tmp_path / "a/b/c")) == str(tmp_path)
+
+
+def test_parse_cpuset():
+    assert parse_cpuset("0-2,5\n") == {0, 1, 2, 5}
+    assert parse_cpuset("") == frozenset()
+    for bad in ("3-1", "a", "1,,2", "-1", "0-"):
+        with pytest.raises(ValueError):
+            parse_cpuset(bad)
+
+
+def test_real_host_capacity_is_sane():
+    cap = read_capacity("/")
+    assert cap["cpu"].value() == len(os.sched_getaffinity(0) & online_cpus())
+    assert cap["memory"].value() > 0 and cap["pid"].value() > 0

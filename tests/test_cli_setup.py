@@ -1,0 +1,220 @@
+"""setup / verify / teardown / kubelet-config from the command line, on fake trees."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from fakecgroup import fake_hierarchy, snapshot
+
+from cgalloc.cli import main
+
+NODE = [
+    "--capacity",
+    "cpu=4,memory=8Gi,pid=4096,ephemeral-storage=100Gi",
+    "--kube-reserved",
+    "cpu=500m,memory=1Gi",
+    "--system-reserved",
+    "cpu=500m,memory=1Gi,pid=100",
+    "--enforce",
+    "pods,system-reserved",
+    "--system-reserved-cgroup",
+    "/system.slice",
+]
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    root, _ = fake_hierarchy(tmp_path, "v2")
+    monkeypatch.setenv("CGALLOC_TEST_ALLOW_ANY_FS", "1")
+    monkeypatch.setenv("CGALLOC_TEST_KERNEL", "fakecgroup:KERNEL")
+    monkeypatch.setenv("CGALLOC_TEST_MOUNTINFO", str(tmp_path / "mountinfo"))
+    return root
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(argv))
+    out, err = capsys.readouterr()
+    return exc.value.code or 0, out, err
+
+
+def where(root: Path, tmp: Path) -> list[str]:
+    return ["--cgroupfs", str(root), "--state-dir", str(tmp / "state")]
+
+
+def test_dry_run_lists_every_action_and_writes_nothing(tree, tmp_path, capsys):
+    before = snapshot(tree)
+    code, out, _ = run(capsys, "setup", "--dry-run", *NODE, *where(tree, tmp_path))
+    assert code == 0
+    lines = out.splitlines()
+    # kubepods = capacity − system − kube: 8Gi − 2Gi; cpu 3000m → shares 3072 → weight 118;
+    # pids 4096 − 100; system.slice: 1Gi, 500m → 512 shares → weight 20, pids 100
+    for expected in (
+        "  mkdir kubepods",
+        "  mkdir kubepods/burstable",
+        "  mkdir kubepods/besteffort",
+        "  mkdir system.slice",
+        "  write kubepods/memory.max: (new) -> 6442450944",
+        "  write kubepods/cpu.weight: (new) -> 118",
+        "  write kubepods/pids.max: (new) -> 3996",
+        "  write kubepods/besteffort/cpu.weight: (new) -> 1",
+        "  write system.slice/memory.max: (new) -> 1073741824",
+        "  write system.slice/cpu.weight: (new) -> 20",
+        "  write system.slice/pids.max: (new) -> 100",
+    ):
+        assert expected in lines
+    assert lines[-1] == f"dry run: {len(lines) - 1} changes planned, nothing written"
+    assert snapshot(tree) == before
+    assert not (tmp_path / "state").exists()
+
+
+def test_setup_then_rerun_is_zero_writes_and_verify_passes(tree, tmp_path, capsys):
+    code, out, _ = run(capsys, "setup", *NODE, *where(tree, tmp_path), "-o", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["writes"] == len(doc["plan"]["actions"]) > 0
+    code, out, _ = run(capsys, "setup", *NODE, *where(tree, tmp_path))
+    assert (code, out) == (0, "no changes: 0 writes\n")
+    code, out, _ = run(capsys, "verify", *NODE, "--cgroupfs", str(tree))
+    assert (code, out) == (0, "in sync: the tree matches\n")
+
+
+def test_verify_reports_drift_with_exit_1(tree, tmp_path, capsys):
+    run(capsys, "setup", *NODE, *where(tree, tmp_path))
+    (tree / "kubepods" / "memory.max").write_text("max\n")
+    code, out, _ = run(capsys, "verify", *NODE, "--cgroupfs", str(tree), "-o", "json")
+    assert code == 1
+    assert json.loads(out) == {
+        "in_sync": False,
+        "drift": ["kubepods/memory.max: is max, want 6442450944"],
+        "summary": "drift: 1 differences",
+    }
+
+
+def test_teardown_after_setup_restores_the_tree(tree, tmp_path, capsys):
+    before = snapshot(tree)
+    run(capsys, "setup", *NODE, *where(tree, tmp_path))
+    code, out, _ = run(capsys, "teardown", *where(tree, tmp_path))
+    assert code == 0
+    assert out.splitlines()[-1] == "undid 5 changes; nothing cgalloc made is left"
+    assert snapshot(tree) == before
+
+
+def test_pods_file_gives_pod_cgroups_and_burstable_shares(tree, tmp_path, capsys):
+    pods = tmp_path / "pods.yaml"
+    pods.write_text(
+        yaml.safe_dump(
+            [
+                {"uid": "aaa", "qos": "burstable", "cpuRequest": "250m", "cpuLimit": "500m",
+                 "memoryLimit": "256Mi"},
+                {"uid": "bbb", "qos": "burstable", "cpuRequest": "750m"},
+                {"uid": "ccc", "qos": "besteffort"},
+            ]
+        )
+    )  # fmt: skip
+    code, out, _ = run(
+        capsys, "setup", *NODE, *where(tree, tmp_path), "--pods", str(pods), "--dry-run"
+    )
+    assert code == 0
+    lines = out.splitlines()
+    for expected in (
+        # Σ burstable requests 1000m → shares 1024 → weight 39
+        "  write kubepods/burstable/cpu.weight: (new) -> 39",
+        # 250m → shares 256 → weight 10; limit 500m → quota 50000 per 100000
+        "  write kubepods/burstable/podaaa/cpu.weight: (new) -> 10",
+        "  write kubepods/burstable/podaaa/cpu.max: (new) -> 50000 100000",
+        "  write kubepods/burstable/podaaa/memory.max: (new) -> 268435456",
+        "  write kubepods/burstable/podbbb/cpu.weight: (new) -> 30",
+        "  write kubepods/besteffort/podccc/cpu.weight: (new) -> 1",
+    ):
+        assert expected in lines
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--cpu-weight-formula", "cubic"],
+            "cgalloc: --cpu-weight-formula 'cubic' is not one of kubelet, runc.\n",
+        ),
+        (
+            ["--kube-reserved-procs", "kubelet"],
+            "cgalloc: --kube-reserved-procs needs the kube-reserved cgroup: set "
+            "--kube-reserved-cgroup (kubeReservedCgroup).\n",
+        ),
+    ],
+)
+def test_bad_tree_options_exit_2_and_write_nothing(tree, tmp_path, capsys, extra, message):
+    before = snapshot(tree)
+    code, _, err = run(capsys, "setup", *NODE, *where(tree, tmp_path), *extra)
+    assert (code, err) == (2, message)
+    assert snapshot(tree) == before
+
+
+def test_bad_pods_file_names_the_field(tree, tmp_path, capsys):
+    pods = tmp_path / "pods.json"
+    pods.write_text(json.dumps([{"uid": "a", "qos": "burstable", "cpuRequest": "lots"}]))
+    code, _, err = run(capsys, "setup", *NODE, *where(tree, tmp_path), "--pods", str(pods))
+    assert code == 2
+    reason = "cpuRequest 'lots' is not a quantity such as 500m or 1Gi."
+    assert err == f"cgalloc: --pods {pods}: pod 1 {reason}\n"
+
+
+def test_memory_limit_below_usage_refused_exit_1(tree, tmp_path, capsys):
+    run(capsys, "setup", *NODE, *where(tree, tmp_path))
+    (tree / "kubepods" / "memory.current").write_text(f"{7 << 30}\n")
+    before = snapshot(tree)
+    lower = [a if a != "cpu=500m,memory=1Gi" else "cpu=500m,memory=2Gi" for a in NODE]
+    code, _, err = run(capsys, "setup", *lower, *where(tree, tmp_path))
+    assert code == 1
+    assert err.splitlines() == [
+        "cgalloc: refusing to lower the memory limit of /kubepods to 5368709120 bytes: it uses "
+        "7516192768 bytes now (give --force to lower it anyway and let the kernel reclaim or "
+        "OOM-kill).",
+        "cgalloc: nothing was written.",
+    ]
+    assert snapshot(tree) == before
+    code, _, _ = run(capsys, "setup", *lower, *where(tree, tmp_path), "--force")
+    assert code == 0
+    assert (tree / "kubepods" / "memory.max").read_text() == "5368709120\n"
+
+
+def test_kubelet_config_matches_the_inputs(capsys):
+    code, out, _ = run(capsys, "kubelet-config", *NODE, "--eviction-hard", "memory.available<100Mi")
+    assert code == 0
+    assert yaml.safe_load(out) == {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": "/",
+        "cgroupsPerQOS": True,
+        "enforceNodeAllocatable": ["pods", "system-reserved"],
+        "evictionHard": {"memory.available": "100Mi"},
+        "kubeReserved": {"cpu": "500m", "memory": "1Gi"},
+        "systemReserved": {"cpu": "500m", "memory": "1Gi", "pid": "100"},
+        "systemReservedCgroup": "/system.slice",
+    }
+    assert "#   --system-reserved=cpu=500m,memory=1Gi,pid=100" in out.splitlines()
+
+
+def test_kubelet_config_notes_unit_paths_under_systemd(capsys):
+    code, out, _ = run(
+        capsys,
+        "kubelet-config",
+        "--cgroup-driver",
+        "systemd",
+        "--kube-reserved",
+        "cpu=100m",
+        "--enforce",
+        "pods,kube-reserved",
+        "--kube-reserved-cgroup",
+        "/system.slice/kubelet.service",
+    )
+    assert code == 0
+    assert out.splitlines()[1].startswith(
+        "# NOTE: kubeReservedCgroup /system.slice/kubelet.service is a systemd unit path: "
+        "the kubelet's systemd driver cannot take unit paths"
+    )

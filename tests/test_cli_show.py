@@ -1,0 +1,172 @@
+"""`cgalloc show` end to end through cgalloc.cli.main."""
+
+import json
+
+import pytest
+import yaml
+
+from cgalloc.cli import main
+
+# Host hugepages would change Allocatable memory; pin the x86 page sizes to 0.
+PLAN = "hugepages-2Mi=0,hugepages-1Gi=0"
+
+
+def run(capsys, *args):
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def show_json(capsys, *args):
+    code, out, err = run(capsys, "show", "-o", "json", *args)
+    assert code == 0, err
+    return json.loads(out), err
+
+
+def test_openshift_example(capsys):
+    doc, _ = show_json(
+        capsys,
+        "--capacity", f"cpu=4,memory=32Gi,{PLAN}",
+        "--kube-reserved", "memory=2Gi",
+        "--system-reserved", "memory=1Gi",
+        "--eviction-hard", "memory.available<100Mi",
+    )  # fmt: skip
+    assert doc["allocatable"]["memory"] == "29596Mi"  # 29Gi - 100Mi
+    assert doc["kubepods"]["limits"]["memory"] == "29Gi"
+    assert doc["kubepods"]["cgroup"] == "/kubepods"
+
+
+SIXTEEN = (
+    "--capacity", f"cpu=16,memory=32Gi,ephemeral-storage=100Gi,pid=4194304,{PLAN}",
+    "--kube-reserved", "cpu=1000m,memory=2Gi,ephemeral-storage=1Gi",
+    "--system-reserved", "cpu=500m,memory=1Gi,ephemeral-storage=1Gi",
+    "--eviction-hard", "memory.available<500Mi,nodefs.available<10%",
+)  # fmt: skip
+
+
+def test_sixteen_cpu_node_json(capsys):
+    doc, err = show_json(capsys, *SIXTEEN)
+    assert err == ""
+    assert doc["capacity"] == {
+        "cpu": "16",
+        "ephemeral-storage": "100Gi",
+        "hugepages-1Gi": "0",
+        "hugepages-2Mi": "0",
+        "memory": "32Gi",
+    }
+    assert doc["allocatable"] == {
+        "cpu": "14500m",
+        "ephemeral-storage": "94489280352",  # 100Gi - 2Gi - float32 10% (10737418400)
+        "hugepages-1Gi": "0",
+        "hugepages-2Mi": "0",
+        "memory": "29196Mi",  # 32Gi - 3Gi - 500Mi
+    }
+    assert doc["kubepods"]["limits"] == {
+        "cpu": "14500m",
+        "hugepages-1Gi": "0",
+        "hugepages-2Mi": "0",
+        "memory": "29Gi",
+        "pid": "4194304",
+    }
+    assert {"resource": "ephemeral-storage", "source": "eviction-hard nodefs.available<10%",
+            "quantity": "10737418400", "lowers": "allocatable"} in doc["breakdown"]  # fmt: skip
+    assert doc["warnings"] == []
+    assert "kube-reserved" not in doc and "system-reserved" not in doc
+
+
+def test_sixteen_cpu_node_table_is_kubectl_layout(capsys):
+    code, out, _ = run(capsys, "show", *SIXTEEN)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[:12] == [
+        "Capacity:",
+        "  cpu:                16",
+        "  ephemeral-storage:  100Gi",
+        "  hugepages-1Gi:      0",
+        "  hugepages-2Mi:      0",
+        "  memory:             32Gi",
+        "Allocatable:",
+        "  cpu:                14500m",
+        "  ephemeral-storage:  94489280352",
+        "  hugepages-1Gi:      0",
+        "  hugepages-2Mi:      0",
+        "  memory:             29196Mi",
+    ]
+    assert "  kubepods /kubepods (enforced):" in lines
+    assert "    memory:         29Gi" in lines
+    assert "Breakdown:" in lines
+
+
+def test_yaml_output_and_systemd_names(capsys):
+    code, out, _ = run(
+        capsys, "show", "-o", "yaml", "--capacity", f"cpu=8,memory=16Gi,{PLAN}",
+        "--cgroup-driver", "systemd", "--enforce", "pods,system-reserved",
+        "--system-reserved", "cpu=1,memory=1Gi,ephemeral-storage=1Gi",
+        "--system-reserved-cgroup", "/system.slice",
+    )  # fmt: skip
+    assert code == 0
+    doc = yaml.safe_load(out)
+    assert doc["kubepods"]["cgroup"] == "/kubepods.slice"
+    assert doc["system-reserved"] == {
+        "cgroup": "/system.slice",
+        "enforced": "full",
+        "limits": {"cpu": "1", "memory": "1Gi"},
+    }
+    assert out.index("allocatable:") < out.index("breakdown:") < out.index("capacity:")
+
+
+def test_negative_result_shows_zero_with_warning(capsys):
+    doc, err = show_json(
+        capsys, "--capacity", f"cpu=2,memory=4Gi,{PLAN}", "--kube-reserved", "cpu=3,memory=1Gi"
+    )
+    assert doc["allocatable"]["cpu"] == "0"
+    assert doc["kubepods"]["limits"]["cpu"] == "0"
+    assert len(doc["warnings"]) == 1 and doc["warnings"][0].startswith("cpu: the reservation of 3")
+    assert err == f"cgalloc: warning: {doc['warnings'][0]}\n"
+
+
+def test_config_file_through_cli(capsys, tmp_path):
+    config = tmp_path / "kubelet.yaml"
+    config.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+        "kubeReserved: {memory: 1Gi}\nevictionHard: {memory.available: 1Gi}\n"
+    )
+    doc, _ = show_json(capsys, "--config", str(config), "--capacity", f"memory=8Gi,{PLAN}")
+    assert doc["allocatable"]["memory"] == "6Gi"
+
+
+@pytest.mark.parametrize(
+    "option",
+    ["--kube-reserved", "--eviction-hard", "--enforce-node-allocatable", "--enforce",
+     "--reserved-cpus", "--config", "--config-dir", "--node-config", "--capacity", "--output",
+     "--experimental-allocatable-ignore-eviction", "--qos-reserved", "--pod-max-pids",
+     "--root-dir", "--cgroup-root", "--cgroup-driver", "--cgroups-per-qos"],
+)  # fmt: skip
+def test_help_explains_every_option(capsys, option):
+    code, out, _ = run(capsys, "show", "--help")
+    assert code == 0
+    assert option in out
+
+
+def test_runs_on_the_real_host_unprivileged(capsys):
+    doc, _ = show_json(capsys)
+    assert set(doc) >= {"capacity", "allocatable", "kubepods", "breakdown", "warnings"}
+    assert "memory" in doc["allocatable"] and "pid" not in doc["capacity"]
+
+
+def test_ignore_eviction_and_node_config_through_cli(capsys, tmp_path):
+    node_config = tmp_path / "node-config.yaml"
+    node_config.write_text(
+        "apiVersion: v1\nkind: NodeConfig\nkubeletArguments:\n"
+        "  system-reserved: ['memory=1Gi']\n"
+        "  eviction-hard: ['memory.available<100Mi', 'nodefs.available<10%']\n"
+    )
+    args = ("--node-config", str(node_config), "--capacity", f"memory=8Gi,{PLAN}")
+    doc, _ = show_json(capsys, *args)
+    assert doc["allocatable"]["memory"] == "7068Mi"  # 8Gi - 1Gi - 100Mi
+    doc, _ = show_json(capsys, *args, "--experimental-allocatable-ignore-eviction", "true")
+    assert doc["allocatable"]["memory"] == "7Gi"

@@ -1,0 +1,228 @@
+"""`cgalloc stats` on fake trees (table, summary JSON, watch, missing cgroups) and on this host."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+from test_stats import make_v1, make_v2, write_files
+
+from cgalloc.cli import main
+
+GIB8 = 8 * 2**30
+# V2_MEMORY_STAT in test_stats: anon 2 MiB, file 5 MiB, inactive_file 3 MiB.
+ROOT_USAGE = 2097152 + 5242880
+ROOT_WS = ROOT_USAGE - 3145728
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    try:
+        main(["stats", *args])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code or 0
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def v2_tree(tmp_path):
+    """A v2 root with kubepods, both QoS tiers, two pods and a kube-reserved cgroup."""
+    root = str(tmp_path / "cg")
+    make_v2(root, "", usage=0)
+    os.unlink(os.path.join(root, "memory.current"))  # the v2 root has none
+    make_v2(root, "kubepods", usage=8388608)
+    make_v2(root, "kubepods/burstable", usage=4194304)
+    make_v2(root, "kubepods/besteffort", usage=4194304)
+    make_v2(root, "kubepods/burstable/pod1111-2222", usage=4194304, memory_max="67108864")
+    make_v2(root, "kubepods/podaaaa-bbbb", usage=4194304)
+    os.makedirs(os.path.join(root, "kubepods/burstable/not-a-pod"))
+    make_v2(root, "kube-reserved", usage=8388608, memory_max="16777216")
+    return root
+
+
+def test_json_has_the_summary_api_shape(capsys, v2_tree):
+    code, out, err = run(
+        capsys, "--cgroupfs", v2_tree, "-o", "json", "--interval", "0.01",
+        "--capacity", "memory=8Gi", "--kube-reserved-cgroup", "/kube-reserved",
+        "--kube-reserved", "memory=1Gi", "--node-name", "node-a",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    assert set(doc) == {"node", "pods"}
+    node = doc["node"]
+    assert set(node) == {
+        "nodeName", "systemContainers", "startTime", "cpu", "memory", "network", "rlimit",
+    }  # fmt: skip
+    assert node["nodeName"] == "node-a"
+    assert [c["name"] for c in node["systemContainers"]] == ["kubelet", "pods"]
+    for c in node["systemContainers"]:
+        assert set(c) == {"name", "startTime", "cpu", "memory"}
+        assert set(c["cpu"]) == {"time", "usageNanoCores", "usageCoreNanoSeconds"}
+        assert c["cpu"]["usageCoreNanoSeconds"] == 5000001000
+        assert c["cpu"]["usageNanoCores"] == 0  # the files did not change between samples
+    kubelet, pods = node["systemContainers"]
+    assert kubelet["memory"] == {
+        "time": kubelet["memory"]["time"],
+        "availableBytes": 16777216 - (8388608 - 3145728),
+        "usageBytes": 8388608,
+        "workingSetBytes": 8388608 - 3145728,
+        "rssBytes": 2097152,
+        "pageFaults": 1234,
+        "majorPageFaults": 56,
+    }
+    assert "availableBytes" not in pods["memory"]  # memory.max is "max"
+    # node memory: v2 root usage is anon + file; available against MemTotal (--capacity)
+    assert node["memory"]["usageBytes"] == ROOT_USAGE
+    assert node["memory"]["workingSetBytes"] == ROOT_WS
+    assert node["memory"]["availableBytes"] == GIB8 - ROOT_WS
+    assert set(node["network"]) >= {"time", "interfaces"}
+    assert set(node["rlimit"]) == {"time", "maxpid", "curproc"}
+    assert sorted(p["podRef"]["uid"] for p in doc["pods"]) == ["1111-2222", "aaaa-bbbb"]
+    for p in doc["pods"]:
+        assert set(p) == {"podRef", "startTime", "cpu", "memory", "process_stats"}
+        assert p["process_stats"] == {"process_count": 4}
+    burstable = next(p for p in doc["pods"] if p["podRef"]["uid"] == "1111-2222")
+    assert burstable["memory"]["availableBytes"] == 67108864 - (4194304 - 3145728)
+    assert node["startTime"].endswith("Z") and len(node["startTime"]) == 20
+
+
+def test_table_flags_daemons_over_their_reservation(capsys, v2_tree):
+    code, out, _ = run(
+        capsys, "--cgroupfs", v2_tree, "--interval", "0",
+        "--kube-reserved-cgroup", "/kube-reserved", "--kube-reserved", "cpu=100m,memory=1Mi",
+    )  # fmt: skip
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["CGROUP", "ROLE", "CPU"]
+    row = next(line for line in lines if line.startswith("/kube-reserved "))
+    assert row.split()[1] == "kube-reserved"
+    assert "OVER RESERVATION" in row
+    assert (
+        "kube-reserved /kube-reserved: memory working set 5242880 bytes > reserved 1048576 bytes"
+        in lines
+    )
+    pods = [line.split()[0] for line in lines if line.split()[1:2] == ["pod"]]
+    # Guaranteed pods (directly under kubepods) first, then the tiers' pods
+    assert pods == ["/kubepods/podaaaa-bbbb", "/kubepods/burstable/pod1111-2222"]
+    kp = next(line for line in lines if line.startswith("/kubepods "))
+    assert "OVER" not in kp
+
+
+def test_reservation_not_exceeded_is_not_flagged(capsys, v2_tree):
+    code, out, _ = run(
+        capsys, "--cgroupfs", v2_tree, "--interval", "0",
+        "--kube-reserved-cgroup", "/kube-reserved", "--kube-reserved", "memory=1Gi",
+    )  # fmt: skip
+    assert code == 0
+    assert "OVER" not in out
+
+
+def test_missing_kubepods_is_reported_with_exit_0(capsys, tmp_path):
+    root = str(tmp_path)
+    make_v2(root, "", usage=0)
+    code, out, _ = run(capsys, "--cgroupfs", root, "--interval", "0")
+    assert code == 0
+    assert out.splitlines()[0] == f"kubepods: not found at {root}/kubepods"
+    assert "burstable" not in out  # tiers below a missing kubepods are not listed again
+    code, out, err = run(capsys, "--cgroupfs", root, "--interval", "0", "-o", "json")
+    assert code == 0
+    assert json.loads(out)["pods"] == []
+    assert f"kubepods: not found at {root}/kubepods" in err
+
+
+def test_v1_tree_with_systemd_names(capsys, tmp_path):
+    root = str(tmp_path)
+    make_v1(root, "", usage=10485760)
+    make_v1(root, "kubepods.slice", usage=6291456)
+    make_v1(root, "kubepods.slice/kubepods-burstable.slice", usage=4194304)
+    make_v1(
+        root, "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12_34.slice", 4194304
+    )
+    code, out, err = run(
+        capsys, "--cgroupfs", root, "--cgroup-driver", "systemd", "-o", "json",
+        "--interval", "0", "--capacity", "memory=8Gi",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [p["podRef"]["uid"] for p in doc["pods"]] == ["12-34"]
+    [pods] = doc["node"]["systemContainers"]
+    assert pods["name"] == "pods"
+    assert pods["memory"]["usageBytes"] == 6291456
+    assert pods["memory"]["workingSetBytes"] == 6291456 - 3145728  # total_inactive_file
+    assert pods["cpu"] == {"time": pods["cpu"]["time"], "usageCoreNanoSeconds": 987654321000}
+    assert doc["node"]["memory"]["availableBytes"] == GIB8 - (10485760 - 3145728)
+    assert "kubepods.slice: not found" not in err
+    assert f"qos: not found at {root}/memory/kubepods.slice/kubepods-besteffort.slice" in err
+
+
+def test_watch_refreshes_count_times_and_rates_from_the_previous_sample(capsys, v2_tree):
+    code, out, _ = run(capsys, "--cgroupfs", v2_tree, "--watch", "0.05", "--count", "2")
+    assert code == 0
+    tables = out.split("\n\n")
+    assert len(tables) == 2
+    first = next(line for line in tables[0].splitlines() if line.startswith("/kubepods "))
+    second = next(line for line in tables[1].splitlines() if line.startswith("/kubepods "))
+    assert first.split()[2] == "-"  # one sample: no rate yet
+    assert second.split()[2] == "0.000"
+
+
+def test_watch_follows_pods_that_appear(capsys, v2_tree, monkeypatch):
+    """The sampler's directory set is refreshed from a new listing on every refresh."""
+    import time as _time
+
+    calls = {"n": 0}
+    real_sleep = _time.sleep
+
+    def sleep_and_add_pod(seconds: float) -> None:
+        calls["n"] += 1
+        make_v2(v2_tree, "kubepods/besteffort/podcccc", usage=4096)
+        real_sleep(seconds)
+
+    monkeypatch.setattr("cgalloc.cli.stats.time.sleep", sleep_and_add_pod)
+    code, out, _ = run(capsys, "--cgroupfs", v2_tree, "--watch", "0.01", "--count", "2")
+    assert code == 0
+    first, second = out.split("\n\n")
+    assert "/kubepods/besteffort/podcccc" not in first
+    assert "/kubepods/besteffort/podcccc" in second
+    shutil.rmtree(os.path.join(v2_tree, "kubepods/besteffort/podcccc"))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--watch", "0"], "--watch must be a number of seconds greater than 0"),
+        (["--count", "-1"], "--count must be a whole number of refreshes, 0 or more."),
+        (["--kubelet-cgroups", "kubelet"], "--kubelet-cgroups must be an absolute cgroup path"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_option(capsys, v2_tree, args, message):
+    code, out, err = run(capsys, "--cgroupfs", v2_tree, *args)
+    assert code == 2
+    assert out == ""
+    assert err.startswith(f"cgalloc: {message}")
+
+
+def test_runtime_and_misc_containers_come_from_their_flags(capsys, v2_tree):
+    write_files(os.path.join(v2_tree, "runtime"), {"memory.current": "4096\n"})
+    code, out, err = run(
+        capsys, "--cgroupfs", v2_tree, "-o", "json", "--interval", "0",
+        "--runtime-cgroups", "/runtime", "--system-cgroups", "/nowhere",
+    )  # fmt: skip
+    assert code == 0, err
+    names = [c["name"] for c in json.loads(out)["node"]["systemContainers"]]
+    assert names == ["runtime", "pods"]  # misc's cgroup does not exist: skipped, reported
+    assert f"misc: not found at {v2_tree}/nowhere" in err
+
+
+def test_real_host_hierarchy_read_only(capsys):
+    if not os.path.isdir("/sys/fs/cgroup"):
+        pytest.skip("no /sys/fs/cgroup on this host")
+    code, out, err = run(capsys, "-o", "json", "--interval", "0.05")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["node"]["cpu"]["usageCoreNanoSeconds"] > 0
+    assert doc["node"]["memory"]["workingSetBytes"] > 0
+    assert doc["node"]["cpu"]["usageNanoCores"] >= 0

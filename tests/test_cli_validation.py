@@ -1,0 +1,141 @@
+"""Every validation rule through `cgalloc show`: exit 2, one sentence naming the field."""
+
+import pytest
+
+from cgalloc.cli import main
+
+BASE = ("show", "--capacity", "cpu=2,memory=4Gi")
+
+
+def run(capsys, *args):
+    try:
+        main([*BASE, *args])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def problems(capsys, *args):
+    code, out, err = run(capsys, *args)
+    assert code == 2, err
+    assert out == ""
+    lines = err.splitlines()
+    assert all(line.startswith("cgalloc: ") and line.endswith(".") for line in lines)
+    return lines
+
+
+ENF = "enforceNodeAllocatable (--enforce-node-allocatable)"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--enforce", "pods,bogus"],
+         f'option "bogus" specified for {ENF}; valid options are "pods", "system-reserved",'
+         ' "system-reserved-compressible", "kube-reserved", "kube-reserved-compressible"'
+         ' or "none".'),
+        (["--enforce-node-allocatable", "pods", "--enforce-node-allocatable", "pods"],
+         f'duplicated enforcements "pods" in {ENF}'),
+        (["--enforce", "none,pods"],
+         f'{ENF} may not contain additional enforcements when "none" is specified'),
+        (["--enforce", "pods,system-reserved"],
+         "systemReservedCgroup (--system-reserved-cgroup) must be specified when"
+         f' "system-reserved" or "system-reserved-compressible" included in {ENF}'),
+        (["--enforce", "kube-reserved-compressible"],
+         "kubeReservedCgroup (--kube-reserved-cgroup) must be specified when"),
+        (["--enforce", "kube-reserved,kube-reserved-compressible",
+          "--kube-reserved-cgroup", "/kube.slice"],
+         f'both "kube-reserved" and "kube-reserved-compressible" cannot be specified together'
+         f" in {ENF}"),
+        (["--cgroups-per-qos", "false"],
+         f'cgroupsPerQOS (--cgroups-per-qos) must be set to true when "pods" contained in {ENF}'),
+        (["--reserved-cpus", "0", "--system-reserved-cgroup", "/system.slice"],
+         "can't use reservedSystemCPUs (--reserved-cpus) with systemReservedCgroup"),
+        (["--reserved-cpus", "0-3"],
+         "reservedSystemCPUs (--reserved-cpus): 0-3 is not a subset of online-cpus 0-1"),
+        (["--reserved-cpus", "3-1"], "unable to parse reservedSystemCPUs (--reserved-cpus)"),
+        (["--kube-reserved", "nvidia.com/gpu=1"],
+         'kubeReserved (--kube-reserved): cannot reserve "nvidia.com/gpu" resource'),
+        (["--system-reserved", "hugepages-2Mi=1Gi"],
+         'systemReserved (--system-reserved): cannot reserve "hugepages-2Mi" resource'),
+        (["--kube-reserved", "memory=-1Gi"],
+         'kubeReserved (--kube-reserved): resource quantity for "memory" cannot be negative'),
+        (["--system-reserved", "cpu=1.5.0"],
+         'systemReserved (--system-reserved): failed to parse quantity "1.5.0" for "cpu"'),
+        (["--kube-reserved", "cpu"], 'kubeReserved (--kube-reserved): malformed pair "cpu"'),
+        (["--eviction-hard", "memory.available=1Gi"],
+         'evictionHard (--eviction-hard): malformed pair "memory.available=1Gi"'),
+        (["--eviction-hard", "memory.free<1Gi"],
+         'evictionHard (--eviction-hard): unsupported eviction signal "memory.free"'),
+        (["--eviction-hard", "nodefs.available<101%"],
+         "eviction percentage threshold nodefs.available must be <= 100%: 101%"),
+        (["--eviction-hard", "nodefs.available<-1%"],
+         "eviction percentage threshold nodefs.available must be >= 0%: -1%"),
+        (["--eviction-hard", "memory.available<0"],
+         "eviction threshold memory.available must be positive: 0"),
+        (["--qos-reserved", "memory=50"],
+         'qosReserved (--qos-reserved): percentage expected, got "50"'),
+        (["--qos-reserved", "memory=101%"],
+         "qosReserved (--qos-reserved): percentage must be between 0 and 100"),
+        (["--qos-reserved", "memory=5.5%"],
+         'qosReserved (--qos-reserved): percentage expected, got "5.5%"'),
+        (["--qos-reserved", "cpu=10%"], 'qosReserved (--qos-reserved): cannot reserve "cpu"'),
+        (["--cgroup-driver", "runc"], 'cgroupDriver (--cgroup-driver): "runc" is not a cgroup'),
+        (["--cgroups-per-qos", "yes"], 'cgroupsPerQOS (--cgroups-per-qos): "yes" is not a boolean'),
+        (["--experimental-allocatable-ignore-eviction", "maybe"],
+         '--experimental-allocatable-ignore-eviction: "maybe" is not a boolean'),
+        (["--pod-max-pids", "many"], 'podPidsLimit (--pod-max-pids): "many" is not an integer'),
+        (["--cgroup-root", "kubelet"], 'cgroupRoot (--cgroup-root): "kubelet" is not absolute'),
+        (["--capacity", "gpus=2"], '--capacity: unknown "gpus" resource'),
+        (["--capacity", "memory=lots"], '--capacity: failed to parse quantity "lots"'),
+    ],
+)  # fmt: skip
+def test_rule(capsys, args, expected):
+    lines = problems(capsys, *args)
+    assert len(lines) == 1, lines
+    assert expected in lines[0]
+
+
+def test_every_problem_is_reported_together(capsys):
+    lines = problems(
+        capsys,
+        "--kube-reserved", "gpu=1,memory=-1",
+        "--eviction-hard", "foo<1,memory.available<150%",
+        "--enforce", "pods,bogus",
+        "--cgroup-driver", "x",
+    )  # fmt: skip
+    assert len(lines) == 6
+    for field in ("kubeReserved", "evictionHard", "enforceNodeAllocatable", "cgroupDriver"):
+        assert any(field in line for line in lines)
+
+
+def test_config_file_wrong_kind_and_ignored_fields(capsys, tmp_path):
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+        "featureGates: {Foo: true}\nstaticPodPath: /etc/kubernetes/manifests\n"
+    )
+    code, _, err = run(capsys, "--config", str(ok))
+    assert code == 0, err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: kubelet.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n")
+    lines = problems(capsys, "--config", str(bad))
+    assert lines == [
+        f'cgalloc: --config: {bad} has apiVersion "kubelet.config.k8s.io/v1alpha1" and kind'
+        ' "KubeletConfiguration"; expected apiVersion kubelet.config.k8s.io/v1beta1 and kind'
+        " KubeletConfiguration."
+    ]
+
+
+def test_config_file_problems_name_the_config_field(capsys, tmp_path):
+    bad = tmp_path / "k.yaml"
+    bad.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+        "enforceNodeAllocatable: [pods, nope]\nevictionHard: {memory.available: 200%}\n"
+    )
+    lines = problems(capsys, "--config", str(bad))
+    assert len(lines) == 2
+    assert ENF in lines[0] or ENF in lines[1]
+    assert any("evictionHard (--eviction-hard)" in line for line in lines)

@@ -1,0 +1,219 @@
+"""NodeConfig from flags, KubeletConfiguration files, drop-ins and node-config.yaml."""
+
+import textwrap
+
+import pytest
+
+from cgalloc.config import NodeConfig, load_node_config
+from cgalloc.errors import InputError
+from cgalloc.quantity import Quantity
+
+Q = Quantity.parse
+HEAD = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+
+
+def write(path, text):
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def kubelet_config(path, body):
+    return write(path, HEAD + textwrap.dedent(body))
+
+
+def load(flags=None, **kw):
+    return load_node_config(flags or {}, online_cpus=lambda: frozenset(range(4)), **kw)
+
+
+def evictions(cfg):
+    return {s: t.value for s, t in cfg.eviction_hard.items()}
+
+
+def test_defaults_are_the_kubelets():
+    cfg = load()
+    assert evictions(cfg) == {
+        "memory.available": "100Mi",
+        "nodefs.available": "10%",
+        "nodefs.inodesFree": "5%",
+        "imagefs.available": "15%",
+    }
+    assert cfg.enforce_node_allocatable == ("pods",)
+    assert cfg.cgroups_per_qos is True
+    assert cfg.cgroup_driver == "cgroupfs"
+    assert cfg.cgroup_root == "/"
+    assert cfg.pod_max_pids == -1
+    assert cfg.root_dir == "/var/lib/kubelet"
+    assert cfg == NodeConfig(eviction_hard=cfg.eviction_hard)
+
+
+def test_flags_parse_like_the_kubelet():
+    cfg = load(
+        {
+            "kube-reserved": ["cpu=100m, memory=1Gi", "pid=1000"],  # occurrences accumulate
+            "eviction-hard": ["memory.available<500Mi", "nodefs.available < 5%"],
+            "enforce-node-allocatable": ["pods,kube-reserved"],
+            "kube-reserved-cgroup": ["/kube.slice"],
+            "cgroup-driver": ["systemd"],
+            "cgroups-per-qos": ["True"],
+            "qos-reserved": ["memory=50%"],
+            "pod-max-pids": ["4096"],
+            "reserved-cpus": [""],
+            "experimental-allocatable-ignore-eviction": ["t"],
+        }
+    )
+    assert cfg.kube_reserved == {"cpu": Q("100m"), "memory": Q("1Gi"), "pid": Q("1000")}
+    assert evictions(cfg) == {"memory.available": "500Mi", "nodefs.available": "5%"}
+    assert cfg.enforce_node_allocatable == ("pods", "kube-reserved")
+    assert cfg.cgroup_driver == "systemd"
+    assert cfg.qos_reserved == {"memory": 50}
+    assert cfg.pod_max_pids == 4096
+    assert cfg.ignore_eviction is True
+
+
+def test_empty_enforcement_list_and_none_enforce_nothing():
+    assert load({"enforce-node-allocatable": [""]}).enforce_node_allocatable == ()
+    cfg = load({"enforce-node-allocatable": ["none"], "cgroups-per-qos": ["false"]})
+    assert cfg.enforce_node_allocatable == ()
+
+
+def test_config_file_dropins_merge_in_name_order_and_flags_win(tmp_path):
+    config = kubelet_config(
+        tmp_path / "kubelet.yaml",
+        """
+        kubeReserved: {cpu: 100m, memory: 1Gi}
+        systemReserved: {memory: 1Gi}
+        enforceNodeAllocatable: [pods, kube-reserved]
+        kubeReservedCgroup: /kube.slice
+        cgroupDriver: systemd
+        maxPods: 250
+        authentication: {anonymous: {enabled: false}}
+        """,
+    )
+    drop = tmp_path / "conf.d"
+    drop.mkdir()
+    write(drop / "20-late.conf", HEAD + "kubeReserved: {memory: 3Gi}\ncgroupDriver: cgroupfs\n")
+    write(
+        drop / "10-early.conf",
+        HEAD + "kubeReserved: {memory: 2Gi, pid: 100}\nenforceNodeAllocatable: [pods]\n",
+    )
+    write(drop / "99-ignored.yaml", "kind: Nonsense\n")  # not *.conf: the kubelet skips it
+    cfg = load({"system-reserved": ["cpu=1"]}, config=config, config_dir=str(drop))
+    # maps merge key by key, later drop-ins win
+    assert cfg.kube_reserved == {"cpu": Q("100m"), "memory": Q("3Gi"), "pid": Q("100")}
+    assert cfg.enforce_node_allocatable == ("pods",)  # lists are replaced
+    assert cfg.cgroup_driver == "cgroupfs"
+    assert cfg.kube_reserved_cgroup == "/kube.slice"
+    assert cfg.system_reserved == {"cpu": Q("1")}  # the flag replaces the whole map
+
+
+def test_setting_one_signal_drops_the_other_defaults(tmp_path):
+    config = write(tmp_path / "k.yaml", HEAD + "evictionHard: {memory.available: 200Mi}\n")
+    assert evictions(load(config=config)) == {"memory.available": "200Mi"}
+
+
+def test_merge_default_eviction_settings_keeps_the_defaults(tmp_path):
+    config = write(
+        tmp_path / "k.yaml",
+        HEAD + "mergeDefaultEvictionSettings: true\nevictionHard: {memory.available: 200Mi}\n",
+    )
+    assert evictions(load(config=config)) == {
+        "memory.available": "200Mi",
+        "nodefs.available": "10%",
+        "nodefs.inodesFree": "5%",
+        "imagefs.available": "15%",
+    }
+
+
+def test_eviction_flag_replaces_file_and_defaults(tmp_path):
+    config = write(
+        tmp_path / "k.yaml",
+        HEAD + "mergeDefaultEvictionSettings: true\nevictionHard: {memory.available: 200Mi}\n",
+    )
+    cfg = load({"eviction-hard": ["nodefs.available<20%"]}, config=config)
+    assert evictions(cfg) == {"nodefs.available": "20%"}
+
+
+def test_zero_percent_disables_a_threshold():
+    cfg = load({"eviction-hard": ["memory.available<1Gi,nodefs.available<0%"]})
+    assert evictions(cfg) == {"memory.available": "1Gi"}
+
+
+def test_node_config_yaml(tmp_path):
+    path = write(
+        tmp_path / "node-config.yaml",
+        """
+        apiVersion: v1
+        kind: NodeConfig
+        nodeName: node1
+        kubeletArguments:
+          kube-reserved:
+            - "cpu=200m,memory=512Mi"
+          system-reserved:
+            - "cpu=200m,memory=512Mi"
+          cgroups-per-qos:
+            - "true"
+          cgroup-driver:
+            - "systemd"
+          enforce-node-allocatable:
+            - "pods"
+          eviction-hard:
+            - memory.available<100Mi
+            - nodefs.available<10%
+          max-pods:
+            - "250"
+        """,
+    )
+    cfg = load(node_config=path)
+    assert cfg.kube_reserved == {"cpu": Q("200m"), "memory": Q("512Mi")}
+    assert cfg.system_reserved == {"cpu": Q("200m"), "memory": Q("512Mi")}
+    assert cfg.cgroup_driver == "systemd"
+    assert evictions(cfg) == {"memory.available": "100Mi", "nodefs.available": "10%"}
+    # command-line flags beat node-config
+    assert load({"cgroup-driver": ["cgroupfs"]}, node_config=path).cgroup_driver == "cgroupfs"
+
+
+def test_wrong_api_version_and_kind_are_rejected(tmp_path):
+    config = write(tmp_path / "k.yaml", "apiVersion: v1\nkind: NodeConfig\n")
+    with pytest.raises(InputError) as exc:
+        load(config=config)
+    assert exc.value.problems == [
+        f'--config: {config} has apiVersion "v1" and kind "NodeConfig"; expected'
+        " apiVersion kubelet.config.k8s.io/v1beta1 and kind KubeletConfiguration."
+    ]
+
+
+def test_wrong_field_types_name_the_field(tmp_path):
+    config = write(tmp_path / "k.yaml", HEAD + "kubeReserved: [cpu]\ncgroupsPerQOS: 'yes'\n")
+    with pytest.raises(InputError) as exc:
+        load(config=config)
+    assert len(exc.value.problems) == 2
+    assert exc.value.problems[0].startswith(f"kubeReserved (--kube-reserved) in {config}:")
+    assert exc.value.problems[1].startswith(f"cgroupsPerQOS (--cgroups-per-qos) in {config}:")
+
+
+def test_missing_and_unparseable_files(tmp_path):
+    bad = write(tmp_path / "bad.yaml", "a: [\n")
+    with pytest.raises(InputError) as exc:
+        load(
+            config=str(tmp_path / "missing.yaml"),
+            config_dir=str(tmp_path / "nodir"),
+            node_config=bad,
+        )
+    problems = exc.value.problems
+    assert [p.split(":")[0] for p in problems] == ["--config", "--config-dir", "--node-config"]
+
+
+def test_reserved_cpus_checked_against_planned_capacity():
+    cfg = load({"reserved-cpus": ["0-1"], "capacity": ["cpu=2"]})
+    assert cfg.reserved_cpus == {0, 1}
+    with pytest.raises(InputError, match=r"0-3 is not a subset of online-cpus 0-1"):
+        load({"reserved-cpus": ["0-3"], "capacity": ["cpu=2"]})
+
+
+def test_capacity_overrides():
+    cfg = load({"capacity": ["cpu=16,memory=64Gi", "hugepages-2Mi=1Gi"]})
+    assert cfg.capacity_overrides == {
+        "cpu": Q("16"),
+        "memory": Q("64Gi"),
+        "hugepages-2Mi": Q("1Gi"),
+    }

@@ -1,0 +1,89 @@
+"""Hard-eviction thresholds: the kubelet's parsing and its float32 percentages."""
+
+import pytest
+
+from cgalloc.eviction import (
+    DEFAULT_EVICTION_HARD,
+    ThresholdError,
+    parse_float32,
+    parse_percentage,
+    parse_threshold,
+    reservation,
+    split_pair,
+)
+from cgalloc.quantity import Quantity
+
+Q = Quantity.parse
+
+
+def test_float32_percentage_of_8gi_matches_the_kubelet():
+    # float32(0.1) = 0.100000001490116..., so 10% of 8Gi is 858993472, not 858993459.
+    threshold = parse_threshold("memory.available", "10%")
+    assert threshold.reserve(Q("8Gi")) == Quantity.from_int(858993472)
+
+
+def test_float32_percentage_reproduces_the_aks_node():
+    # AKS node: ephemeral-storage 129886128Ki, nodefs.available<10% -> Allocatable 119703055367.
+    capacity = Q("129886128Ki")
+    taken = parse_threshold("nodefs.available", "10%").reserve(capacity)
+    assert (capacity - taken).value() == 119703055367
+
+
+def test_float32_values():
+    assert parse_float32("0.1") == 0.10000000149011612
+    assert parse_float32("1e1") == 10.0
+    assert parse_percentage("10%") == 0.10000000149011612
+    assert parse_percentage("5%") == 0.05000000074505806
+
+
+@pytest.mark.parametrize("text", ["abc", "1_0", "nan", "inf", "", "1e50"])
+def test_float32_rejects_non_decimal(text):
+    with pytest.raises(ValueError):
+        parse_float32(text)
+
+
+def test_absolute_threshold_is_returned_as_is():
+    threshold = parse_threshold("memory.available", "100Mi")
+    assert threshold.reserve(Q("32Gi")) == Q("100Mi")
+    assert str(threshold) == "memory.available<100Mi"
+
+
+@pytest.mark.parametrize("value", ["0%", "100%"])
+def test_zero_and_hundred_percent_disable(value):
+    assert parse_threshold("nodefs.available", value) is None
+
+
+@pytest.mark.parametrize(
+    ("signal", "value", "fragment"),
+    [
+        ("foo.available", "1Gi", 'unsupported eviction signal "foo.available"'),
+        ("memory.available", "150%", "must be <= 100%: 150%"),
+        ("memory.available", "-5%", "must be >= 0%: -5%"),
+        ("memory.available", "abc%", 'malformed percentage "abc%"'),
+        ("memory.available", "0", "must be positive: 0"),
+        ("memory.available", "-1Gi", "must be positive: -1Gi"),
+        ("memory.available", "1 Gi", 'malformed value "1 Gi"'),
+    ],
+)
+def test_bad_thresholds(signal, value, fragment):
+    with pytest.raises(ThresholdError, match=None) as exc:
+        parse_threshold(signal, value)
+    assert fragment in str(exc.value)
+
+
+def test_split_pair_trims_and_rejects_missing_angle():
+    assert split_pair(" memory.available < 1Gi ") == ("memory.available", "1Gi")
+    with pytest.raises(ThresholdError, match="malformed pair"):
+        split_pair("memory.available=1Gi")
+
+
+def test_reservation_counts_only_memory_and_nodefs_available():
+    thresholds = {
+        s: parse_threshold(s, v)
+        for s, v in {**DEFAULT_EVICTION_HARD, "pid.available": "10%"}.items()
+    }
+    capacity = {"memory": Q("8Gi"), "ephemeral-storage": Q("8Gi"), "pid": Q("1000")}
+    assert reservation(thresholds, capacity) == {
+        "memory": Q("100Mi"),
+        "ephemeral-storage": Quantity.from_int(858993472),
+    }

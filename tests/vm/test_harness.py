@@ -1,0 +1,127 @@
+"""Host-side pieces of the VM harness that need no VM: initramfs format, module order, naming,
+the job file stage2.sh sources."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from vm.initramfs import NewcArchive
+from vm.plugin import _headline, lane_item_name
+from vm.prereqs import MissingPrerequisite, is_static_elf, module_load_order
+from vm.qemu import job_env, tmp_keep_paths
+
+
+@pytest.mark.skipif(not shutil.which("cpio"), reason="needs the cpio tool to read the archive")
+def test_newc_archive_reads_back_with_cpio(tmp_path: Path) -> None:
+    cpio = NewcArchive()
+    cpio.directory("bin")
+    cpio.file("bin/hello", b"odd length", 0o755)
+    cpio.chardev("console", 5, 1)
+    image = cpio.finish()
+    assert len(image) % 4 == 0
+    listing = subprocess.run(
+        ["cpio", "-itv", "--quiet"], input=image, capture_output=True, check=True
+    ).stdout.decode()
+    lines = listing.splitlines()
+    assert [ln.split()[-1] for ln in lines] == ["bin", "bin/hello", "console"]
+    assert lines[1].startswith("-rwxr-xr-x")
+    assert lines[2].startswith("crw-------")
+    assert "5,   1" in lines[2] or "5, 1" in lines[2]
+    subprocess.run(
+        ["cpio", "-id", "--quiet", "--no-absolute-filenames", "bin/hello"],
+        input=image,
+        cwd=tmp_path,
+        check=True,
+    )
+    assert (tmp_path / "bin/hello").read_bytes() == b"odd length"
+
+
+def _fake_modules(tmp_path: Path, builtin: str = "") -> Path:
+    # The dependency lines for these modules in Debian's 6.1 kernel.
+    (tmp_path / "modules.dep").write_text(
+        "kernel/drivers/virtio/virtio_ring.ko:\n"
+        "kernel/drivers/virtio/virtio.ko: kernel/drivers/virtio/virtio_ring.ko\n"
+        "kernel/drivers/virtio/virtio_pci_modern_dev.ko:\n"
+        "kernel/drivers/virtio/virtio_pci_legacy_dev.ko:\n"
+        "kernel/drivers/virtio/virtio_pci.ko: kernel/drivers/virtio/virtio_pci_legacy_dev.ko "
+        "kernel/drivers/virtio/virtio_pci_modern_dev.ko kernel/drivers/virtio/virtio.ko "
+        "kernel/drivers/virtio/virtio_ring.ko\n"
+        "kernel/net/9p/9pnet.ko:\n"
+        "kernel/net/9p/9pnet_virtio.ko: kernel/net/9p/9pnet.ko "
+        "kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko\n"
+        "kernel/fs/netfs/netfs.ko:\n"
+        "kernel/fs/fscache/fscache.ko: kernel/fs/netfs/netfs.ko\n"
+        "kernel/fs/9p/9p.ko: kernel/net/9p/9pnet.ko kernel/fs/fscache/fscache.ko "
+        "kernel/fs/netfs/netfs.ko\n"
+        "kernel/fs/overlayfs/overlay.ko:\n"
+    )
+    (tmp_path / "modules.builtin").write_text(builtin)
+    return tmp_path
+
+
+def test_module_order_loads_dependencies_first(tmp_path: Path) -> None:
+    order = [p.name for p in module_load_order(_fake_modules(tmp_path))]
+    # The load order verified by hand when the harness was first booted.
+    assert order == [
+        "virtio_ring.ko",
+        "virtio.ko",
+        "virtio_pci_modern_dev.ko",
+        "virtio_pci_legacy_dev.ko",
+        "virtio_pci.ko",
+        "9pnet.ko",
+        "9pnet_virtio.ko",
+        "netfs.ko",
+        "fscache.ko",
+        "9p.ko",
+        "overlay.ko",
+    ]
+
+
+def test_builtin_modules_are_not_loaded(tmp_path: Path) -> None:
+    modules = _fake_modules(tmp_path, builtin="kernel/fs/overlayfs/overlay.ko\n")
+    assert "overlay.ko" not in [p.name for p in module_load_order(modules)]
+
+
+def test_missing_module_is_a_missing_prerequisite(tmp_path: Path) -> None:
+    (tmp_path / "modules.dep").write_text("kernel/fs/overlayfs/overlay.ko:\n")
+    with pytest.raises(MissingPrerequisite, match="virtio_pci not found"):
+        module_load_order(tmp_path)
+
+
+def test_static_elf_detection() -> None:
+    assert not is_static_elf(Path("/bin/sh"))  # dynamically linked on every distro we run on
+    busybox = shutil.which("busybox")
+    if busybox is None:
+        pytest.skip("busybox not installed")
+    ldd = subprocess.run(["ldd", busybox], capture_output=True, text=True, check=False)
+    assert is_static_elf(Path(busybox)) == ("not a dynamic executable" in ldd.stdout + ldd.stderr)
+
+
+def test_lane_item_names() -> None:
+    assert lane_item_name("test_y", "v2") == "test_y[vm-v2]"
+    assert lane_item_name("test_y[a-1]", "v1") == "test_y[a-1-vm-v1]"
+
+
+def test_headline_is_the_first_error_line() -> None:
+    report = "def test():\n>   assert 1 == 2\nE   assert 1 == 2\nE   more\n\nt.py:2: AssertionError"
+    assert _headline(report) == "assert 1 == 2"
+    assert _headline("just text\nlast line") == "last line"
+
+
+def test_tmp_keep_paths() -> None:
+    paths = ["/tmp/venv/bin/python", "/tmp/venv/lib", "/usr/lib/python3", "/tmp/co", "/tmp"]
+    assert tmp_keep_paths(paths) == ["/tmp/co", "/tmp/venv"]
+
+
+def test_job_env_round_trips_through_sh(tmp_path: Path) -> None:
+    args = ["tests/kernel/test x.py", "-k", "a and not 'b'", "$HOME", "-v"]
+    (tmp_path / "job.env").write_text(job_env("v2", Path("/work/co"), args))
+    script = '. ./job.env; printf "%s\\n" "$LANE" "$CHECKOUT" "$@"'
+    out = subprocess.run(
+        ["/bin/sh", "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.splitlines() == ["v2", "/work/co", *args]
