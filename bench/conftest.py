@@ -1,7 +1,7 @@
 """Benchmark fixtures: fake v1/v2 trees, a real cgroup tree on this host, the floor program.
 
 Run: ``pytest bench/ --benchmark-only`` or ``python -m bench``; the comparison table is printed
-at the end of the run.
+at the end of the run. ``bench_*.py`` are collected through ``python_files`` in pyproject.toml.
 """
 
 from __future__ import annotations
@@ -25,15 +25,6 @@ CONTAINERS = 3
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The real tree lives under these v1 mounts of this host (cpu and cpuacct may be co-mounted).
 REAL_CONTROLLERS = ("memory", "cpu", "cpuacct")
-
-
-def pytest_collect_file(parent, file_path):
-    # A file named on the command line is collected by pytest itself already.
-    if parent.session.isinitpath(file_path):
-        return None
-    if file_path.suffix == ".py" and file_path.name.startswith("bench_"):
-        return pytest.Module.from_parent(parent, path=file_path)
-    return None
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -1,12 +1,17 @@
-"""Collected timings of one benchmark run and the table comparing them."""
+"""Collected timings of one benchmark run, the table comparing them and the verdict per target."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Which floor each contender is held against: cold reads open every file, warm ones pread.
-FLOOR_FOR = {"warm": "floor pread (C)"}
+WARM_FLOOR = "floor pread (C)"
 COLD_FLOOR = "floor open/read/close (C)"
+CORE_COLD = "core cold, 1 thread"
+CORE_COLD2 = "core cold, 2 threads"
+CORE_WARM = "core warm (sampler)"
+NAIVE = "naive Python (open/readlines/split)"
+CGGET = "cgget (libcgroup)"
+CGGET_EACH = "cgget, one call per cgroup"
 
 
 @dataclass
@@ -19,23 +24,34 @@ class Row:
 
 
 ROWS: list[Row] = []
-SLOW = (
-    "pure-Python core cold",
-    "naive Python (open/readlines/split)",
-    "cgget (libcgroup)",
-    "cgget, one call per cgroup",
-)
+SLOW = ("pure-Python core cold", NAIVE, CGGET, CGGET_EACH)
 ORDER = (
-    "floor open/read/close (C)",
-    "floor pread (C)",
-    "core cold, 1 thread",
-    "core cold, 2 threads",
-    "core warm (sampler)",
+    COLD_FLOOR,
+    WARM_FLOOR,
+    CORE_COLD,
+    CORE_COLD2,
+    CORE_WARM,
     "stats records cold (TreeReader)",
     "pure-Python core cold",
-    "naive Python (open/readlines/split)",
-    "cgget (libcgroup)",
-    "cgget, one call per cgroup",
+    NAIVE,
+    CGGET,
+    CGGET_EACH,
+)
+
+# The issues' read targets: (what, measured row, reference row, kind, bound). "ratio" targets
+# hold measured/reference to at most ``bound``; "speedup" ones need reference/measured of at
+# least ``bound``; "bytes" bounds the snapshot's bytes per cgroup.
+TARGETS: tuple[tuple[str, str, str, str, float], ...] = (
+    ("cold, 1 thread <= 1.15x open/read/close floor", CORE_COLD, COLD_FLOOR, "ratio", 1.15),
+    ("cold, 2 threads <= 0.7x that 1-thread floor", CORE_COLD2, COLD_FLOOR, "ratio", 0.7),
+    ("warm sampling <= 1.15x pread floor", CORE_WARM, WARM_FLOOR, "ratio", 1.15),
+    (">= 5x faster than naive Python, cold", CORE_COLD, NAIVE, "speedup", 5),
+    (">= 5x faster than naive Python, warm", CORE_WARM, NAIVE, "speedup", 5),
+    (">= 100x faster than cgget (one process), cold", CORE_COLD, CGGET, "speedup", 100),
+    (">= 100x faster than cgget (one process), warm", CORE_WARM, CGGET, "speedup", 100),
+    (">= 100x faster than cgget per cgroup, cold", CORE_COLD, CGGET_EACH, "speedup", 100),
+    (">= 100x faster than cgget per cgroup, warm", CORE_WARM, CGGET_EACH, "speedup", 100),
+    ("<= 1 KiB per cgroup in a snapshot", CORE_COLD, CORE_COLD, "bytes", 1024),
 )
 
 
@@ -44,30 +60,65 @@ def record(tree: str, name: str, ns_per_file: float | None, note: str = "", mem=
 
 
 def _floor(rows: dict[str, Row], name: str) -> float | None:
-    key = FLOOR_FOR.get("warm") if "warm" in name or "pread" in name else COLD_FLOOR
+    key = WARM_FLOOR if "warm" in name or "pread" in name else COLD_FLOOR
     row = rows.get(key)
     return row.ns_per_file if row else None
 
 
+def verdict(kind: str, bound: float, measured: Row | None, reference: Row | None) -> str:
+    """``MET (value)``, ``GAP: value, needs ...`` or ``not measured`` for one target."""
+    if kind == "bytes":
+        value = measured.bytes_per_cgroup if measured else None
+        if value is None:
+            return "not measured"
+        shown = f"{value:.0f} B/cgroup"
+        return f"MET ({shown})" if value <= bound else f"GAP: {shown}, {value / bound:.2f}x over"
+    if not (measured and measured.ns_per_file and reference and reference.ns_per_file):
+        return "not measured"
+    if kind == "ratio":
+        value = measured.ns_per_file / reference.ns_per_file
+        if value <= bound:
+            return f"MET ({value:.2f}x)"
+        return f"GAP: {value:.2f}x, needs {value / bound:.2f}x less time"
+    value = reference.ns_per_file / measured.ns_per_file
+    if value >= bound:
+        return f"MET ({value:.1f}x)"
+    return f"GAP: {value:.1f}x, needs {bound / value:.1f}x more"
+
+
+def _targets(rows: dict[str, Row]) -> list[str]:
+    lines = ["  targets:"]
+    for what, measured, reference, kind, bound in TARGETS:
+        shown = verdict(kind, bound, rows.get(measured), rows.get(reference))
+        lines.append(f"    {what:<50}{shown}")
+    return lines
+
+
 def table() -> str:
-    """ns/file, ratio to the matching floor, and speed-up of the core over the slow readers."""
+    """ns/file, ratio to the matching floor, speed-up of the core, then each target's verdict."""
     lines = []
     for tree in dict.fromkeys(r.tree for r in ROWS):
         rows = {r.name: r for r in ROWS if r.tree == tree}
-        core = rows.get("core cold, 1 thread")
+        core = rows.get(CORE_COLD)
+        warm = rows.get(CORE_WARM)
         lines.append(f"== {tree}")
         lines.append(
-            f"  {'reader':<38}{'ns/file':>10}{'x floor':>9}{'core is x faster':>18}"
-            f"{'B/cgroup':>10}  note"
+            f"  {'reader':<38}{'ns/file':>10}{'x floor':>9}{'cold core x faster':>20}"
+            f"{'warm core x faster':>20}{'B/cgroup':>10}  note"
         )
         for name in sorted(rows, key=lambda n: ORDER.index(n) if n in ORDER else 99):
             r = rows[name]
             floor = _floor(rows, name)
             ns = "-" if r.ns_per_file is None else f"{r.ns_per_file:.0f}"
             ratio = "-" if r.ns_per_file is None or not floor else f"{r.ns_per_file / floor:.2f}"
-            faster = "-"
-            if name in SLOW and r.ns_per_file and core and core.ns_per_file:
-                faster = f"{r.ns_per_file / core.ns_per_file:.1f}"
+            faster = ["-", "-"]
+            for i, base in enumerate((core, warm)):
+                if name in SLOW and r.ns_per_file and base and base.ns_per_file:
+                    faster[i] = f"{r.ns_per_file / base.ns_per_file:.1f}"
             mem = "-" if r.bytes_per_cgroup is None else f"{r.bytes_per_cgroup:.0f}"
-            lines.append(f"  {name:<38}{ns:>10}{ratio:>9}{faster:>18}{mem:>10}  {r.note}")
+            lines.append(
+                f"  {name:<38}{ns:>10}{ratio:>9}{faster[0]:>20}{faster[1]:>20}{mem:>10}  {r.note}"
+            )
+        if core is not None or warm is not None:
+            lines += _targets(rows)
     return "\n".join(lines)

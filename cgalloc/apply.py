@@ -33,6 +33,8 @@ from cgalloc import core
 from cgalloc.errors import CgallocError
 from cgalloc.ownership import Record, StateDir, journal_entry
 from cgalloc.plan import Action, Plan, read_file
+from cgalloc.systemd import Systemd, SystemdError, SystemdUnits, UnitRecord
+from cgalloc.systemd import undo as undo_units
 
 WriteError = getattr(core, "WriteError", OSError)
 
@@ -118,17 +120,26 @@ def _write(roots: Roots, mount: str, rel: str, value: str, kernel: KernelHooks |
     roots[mount].write(rel, value)
 
 
-def _perform(roots: Roots, a: Action, kernel: KernelHooks | None) -> None:
+def _perform(
+    roots: Roots, a: Action, kernel: KernelHooks | None, units: SystemdUnits | None = None
+) -> None:
     if a.kind == "mkdir":
+        if units is not None and units.create(a.mount, a.path):
+            return  # systemd made the directory of the slice unit
         roots[a.mount].mkdir(a.path)
         if kernel is not None:
             kernel.after_mkdir(a.mount, a.path)
     else:
+        if units is not None and a.kind == "write":
+            units.before_write(a.path)
         _write(roots, a.mount, _rel(a.path, a.file), a.new, kernel)
 
 
-def _undo(roots: Roots, a: Action, kernel: KernelHooks | None, created: set) -> None:
+def _undo(roots: Roots, a: Action, kernel: KernelHooks | None, created: set, units=None) -> None:
     if a.kind == "mkdir":
+        stopped = units is not None and units.remove(a.path)
+        if stopped and not os.path.isdir(os.path.join(a.mount, a.path)):
+            return  # systemd removed the unit's cgroup
         if kernel is not None:
             kernel.before_rmdir(a.mount, a.path)
         roots[a.mount].rmdir(a.path)
@@ -167,11 +178,13 @@ def apply(
     *,
     roots: Roots | None = None,
     switches: TestSwitches = TestSwitches(),
+    units: SystemdUnits | None = None,
 ) -> Result:
     """Make every action of ``plan``; on the first failure undo them all and raise.
 
     The caller holds ``state``'s lock and built ``plan`` under it. ``record`` is updated and
-    saved on success.
+    saved on success. With ``units`` (systemd driver, systemd as PID 1) new slices are started
+    as transient units and existing units get the limits as properties before the writes.
     """
     roots = roots or Roots(allow_any_fs=switches.allow_any_fs)
     result = Result(plan.root)
@@ -184,12 +197,12 @@ def apply(
             if a.kind == "move":
                 _move(roots, a.mount, _rel(a.path, a.file), a.new, switches.kernel)
             else:
-                _perform(roots, a, switches.kernel)
+                _perform(roots, a, switches.kernel, units)
         except ProcessLookupError:
             continue
-        except (OSError, WriteError) as exc:
+        except (OSError, WriteError, SystemdError) as exc:
             failed = f"{a.describe(plan.root)} failed: {_reason(exc)}"
-            problems = _rollback(roots, result.done, switches.kernel, created, plan.root)
+            problems = _rollback(roots, result.done, switches.kernel, created, plan.root, units)
             if problems:
                 state.save(_fold(record, result.done, created, problems))
                 raise CgallocError(
@@ -229,13 +242,18 @@ def _fold(record: Record, done: list[Action], created: set, failed_undo=()) -> R
     return record
 
 
-def _rollback(roots: Roots, done: list[Action], kernel, created: set, root: str) -> list[str]:
+def _rollback(
+    roots: Roots, done: list[Action], kernel, created: set, root: str, units=None
+) -> list[str]:
     """Undo ``done`` in reverse; returns what could not be undone."""
     problems = []
+    if units is not None:
+        # Before the writes are undone, so systemd does not re-apply the new limits over them.
+        problems += [f"  {p}" for p in units.rollback_properties()]
     for a in reversed(done):
         try:
-            _undo(roots, a, kernel, created)
-        except (OSError, WriteError) as exc:
+            _undo(roots, a, kernel, created, units)
+        except (OSError, WriteError, SystemdError) as exc:
             problems.append(f"  undo of {a.describe(root)}: {_reason(exc)}")
     return problems
 
@@ -258,9 +276,12 @@ def teardown(
     *,
     roots: Roots | None = None,
     switches: TestSwitches = TestSwitches(),
+    systemd: Systemd | None = None,
 ) -> Result:
-    """Undo what ``record`` says cgalloc did: restore changed values, remove the cgroups it
-    created (only when empty, deepest first), disable the controllers it enabled.
+    """Undo what ``record`` says cgalloc did: restore changed values, stop the systemd units
+    it started and restore the unit properties it set (``systemd.json`` in the state dir),
+    remove the cgroups it created (only when empty, deepest first), disable the controllers it
+    enabled.
 
     What cannot be undone stays in the record and is listed in ``Result.kept``.
     """
@@ -281,6 +302,9 @@ def teardown(
             result.kept.append(
                 f"{action.where(root)}: restoring {original!r} failed: {_reason(exc)}"
             )
+    units = UnitRecord.load(state.path)
+    if not units.is_empty():
+        result.kept += undo_units(systemd or Systemd(), units, state.path)
     for mount, path in sorted(record.created, key=lambda mp: (-_depth(mp[1]), mp)):
         where = Action("mkdir", mount, path).where(root)
         if not os.path.isdir(os.path.join(mount, path)):

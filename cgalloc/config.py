@@ -156,17 +156,19 @@ DEFAULTS: dict[str, object] = {
     "capacity": {},
 }
 
-_TRUE = ("1", "t", "T", "true", "TRUE", "True")
-_FALSE = ("0", "f", "F", "false", "FALSE", "False")
+# strconv.ParseBool's spellings
+BOOL_WORDS = {
+    **dict.fromkeys(("1", "t", "T", "true", "TRUE", "True"), True),
+    **dict.fromkeys(("0", "f", "F", "false", "FALSE", "False"), False),
+}
 
 
 def parse_bool(text: str) -> bool:
     """Go's ``strconv.ParseBool``; raises ValueError."""
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ValueError(text)
+    try:
+        return BOOL_WORDS[text]
+    except KeyError:
+        raise ValueError(text) from None
 
 
 def _dedup(problems: Sequence[str]) -> list[str]:

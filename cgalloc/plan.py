@@ -124,6 +124,15 @@ def is_cgroup(mount: str, path: str) -> bool:
     return os.path.isdir(os.path.join(mount, path))
 
 
+def lacking(path: str, mounts: dict[str, str]) -> list[str]:
+    """The hierarchy mount points in ``mounts`` without a cgroup ``path``."""
+    return [m for m in _distinct(mounts.values()) if not is_cgroup(m, path)]
+
+
+def _missing_error(heading: str, missing: Iterable[str]) -> HostError:
+    return HostError("\n".join([heading, *(f"  missing {m}" for m in missing)]))
+
+
 def hierarchy_mounts(h) -> dict[str, str]:
     """Controller → the mount point holding it, for the controllers cgalloc manages.
 
@@ -262,7 +271,7 @@ def build(
             f"cgroup controller(s) {', '.join(missing_ctrl)} not available in {where} "
             f"under {root}; the node cannot be enforced."
         )
-    dir_mounts = _distinct(mounts.values())
+    _require_cgroup_root(desired, mounts)
 
     structure: list[Action] = []
     writes: list[tuple[int, Action, bool]] = []  # (depth index, action, shrinking)
@@ -299,12 +308,11 @@ def build(
                         )
                     )
                     subtree[key].update(want)
-        for mount in dir_mounts:
-            if is_cgroup(mount, d.path):
-                continue
-            if d.role in RESERVED_ROLES and not create_reserved:
-                missing_reserved.append(f"{d.role} /{d.path}: {os.path.join(mount, d.path)}")
-                continue
+        absent = lacking(d.path, mounts)
+        if d.role in RESERVED_ROLES and not create_reserved:
+            missing_reserved += [f"{d.role} /{d.path}: {os.path.join(m, d.path)}" for m in absent]
+            absent = []
+        for mount in absent:
             structure.append(Action("mkdir", mount, d.path, cgroup=d.path))
             created.add((mount, d.path))
             if not v2 and mounts.get("cpuset") == mount:
@@ -322,11 +330,8 @@ def build(
             writes.append((index, action, shrinking))
 
     if missing_reserved:
-        raise HostError(
-            "\n".join(
-                ["reserved cgroups are missing and --no-create-reserved was given:"]
-                + [f"  missing {m}" for m in missing_reserved]
-            )
+        raise _missing_error(
+            "reserved cgroups are missing and --no-create-reserved was given:", missing_reserved
         )
 
     grow = [(i, a) for i, a, s in writes if not s]
@@ -337,6 +342,19 @@ def build(
     plan.refusals = _below_usage(plan.actions, root)
     plan.actions += _moves(desired, moves, mounts, v2, proc_root, plan.warnings)
     return plan
+
+
+def _require_cgroup_root(desired: Sequence, mounts: dict[str, str]) -> None:
+    """Like the kubelet, kubepods' parent (the cgroup root) must already exist everywhere."""
+    kubepods = next((d.path for d in desired if d.role == "kubepods"), None)
+    root = os.path.dirname(kubepods) if kubepods else ""
+    absent = lacking(root, mounts) if root else []
+    if absent:
+        raise _missing_error(
+            f"{FIELDS['kubepods']} /{root} must exist, as the kubelet requires; cgalloc creates"
+            " only the cgroups below it, so create it in every hierarchy first:",
+            [os.path.join(m, root) for m in absent],
+        )
 
 
 def _cpuset_seed(mount: str, path: str, final: dict) -> list[Action]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
+import resource
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -271,6 +272,28 @@ def open_hierarchy(path: str) -> tuple[Hierarchy, bool]:
         return plain, True
 
 
+# fds kept free beyond the sampler's: Python, the roots, output, and the cold reads' opens
+FD_RESERVE = 64
+
+
+def open_fd_count() -> int:
+    """File descriptors this process has open now."""
+    try:
+        return len(os.listdir("/proc/self/fd")) - 1  # listdir's own fd
+    except OSError:
+        return 0
+
+
+def raise_nofile(want: int) -> int:
+    """RLIMIT_NOFILE's soft limit, first raised to the hard limit when ``want`` exceeds it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if want > soft and hard != soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    return soft
+
+
 class TreeReader:
     """Reads :data:`V1_FIELDS` / :data:`V2_FIELDS` of many cgroups through the core.
 
@@ -284,6 +307,10 @@ class TreeReader:
         self.roots = [core.open_root(p.path, allow_any_fs=allow_any_fs) for p in self.plans]
         self._samplers: list | None = None
         self._dirs: tuple[str, ...] = ()
+        self._fds_per_dir = sum(len(p.specs) for p in self.plans)
+        self._other_fds = 0  # open before the samplers were, counted once
+        self._warnings: list[str] = []
+        self._warned = False
 
     def _records(self, dirs: Sequence[str], snaps: Sequence[Snapshot]) -> list[CgroupStats]:
         now = time.monotonic_ns()
@@ -301,19 +328,48 @@ class TreeReader:
         ]
         return self._records(dirs, snaps)
 
+    def _warm_count(self, ndirs: int) -> int:
+        """How many dirs may keep their files open, raising RLIMIT_NOFILE first if that helps."""
+        per_dir = max(self._fds_per_dir, 1)
+        soft = raise_nofile(self._other_fds + FD_RESERVE + ndirs * per_dir)
+        fit = max((soft - self._other_fds - FD_RESERVE) // per_dir, 0)
+        if fit < ndirs and not self._warned:
+            self._warned = True
+            self._warnings.append(
+                f"the open-file limit (RLIMIT_NOFILE {soft}) holds the {per_dir} files of only "
+                f"{fit} of {ndirs} cgroups; the rest are re-opened on every sample (raise the "
+                "hard limit, e.g. ulimit -Hn, to keep them all open)"
+            )
+        return min(fit, ndirs)
+
     def sample(self, dirs: Sequence[str]) -> list[CgroupStats]:
-        """A warm read: files stay open between calls and are re-read with pread."""
+        """A warm read: files stay open between calls and are re-read with pread.
+
+        When RLIMIT_NOFILE cannot hold every file open, the dirs past the ones that fit are
+        read cold (opened and closed) instead; :meth:`pop_warnings` says so once.
+        """
         dirs = tuple(dirs)
         if self._samplers is None:
+            self._other_fds = open_fd_count()
+        warm = dirs[: self._warm_count(len(dirs))]
+        if self._samplers is None:
             self._samplers = [
-                root.sampler(dirs, plan.specs, threads=self.threads)
+                root.sampler(warm, plan.specs, threads=self.threads)
                 for root, plan in zip(self.roots, self.plans, strict=True)
             ]
-        elif dirs != self._dirs:
+        elif warm != self._dirs:
             for s in self._samplers:
-                s.update(dirs)
-        self._dirs = dirs
-        return self._records(dirs, [s.sample() for s in self._samplers])
+                s.update(warm)
+        self._dirs = warm
+        recs = self._records(warm, [s.sample() for s in self._samplers])
+        if len(warm) < len(dirs):
+            recs += self.read(dirs[len(warm) :])
+        return recs
+
+    def pop_warnings(self) -> list[str]:
+        """Warnings raised since the last call (each is raised once per reader)."""
+        out, self._warnings = self._warnings, []
+        return out
 
     def close(self) -> None:
         for s in self._samplers or ():

@@ -214,6 +214,43 @@ def driver_path(name: CgroupName, driver: str) -> str:
     return to_systemd(name) if driver == "systemd" else to_cgroupfs(name)
 
 
+# The config field each reserved cgroup comes from, as problems name it.
+RESERVED_FIELDS = {
+    "system-reserved": "systemReservedCgroup (--system-reserved-cgroup)",
+    "kube-reserved": "kubeReservedCgroup (--kube-reserved-cgroup)",
+}
+
+
+def kubepods_cgroup(cfg: NodeConfig) -> CgroupName:
+    """kubepods' name below ``cfg.cgroup_root``; InputError naming cgroupRoot if the driver
+    cannot represent it."""
+    try:
+        return kubepods_name(cfg.cgroup_root, cfg.cgroup_driver)
+    except CgroupNameError as err:
+        raise InputError(
+            f"cgroupRoot (--cgroup-root) {cfg.cgroup_root!r}: {err}; accepted: an absolute"
+            " cgroupfs-style name such as / or /kubelet."
+        ) from None
+
+
+def kubepods_path(cfg: NodeConfig) -> str | None:
+    """kubepods' absolute path under ``cfg``'s driver; None when cgroupsPerQOS is false."""
+    if not cfg.cgroups_per_qos:
+        return None
+    return driver_path(kubepods_cgroup(cfg), cfg.cgroup_driver)
+
+
+def reserved_path(value: str, field: str, driver: str) -> str:
+    """``reserved_cgroup_path`` of a reserved-cgroup setting; InputError naming ``field``."""
+    try:
+        return reserved_cgroup_path(value, driver)
+    except CgroupNameError as err:
+        raise InputError(
+            f"{field} {value!r}: {err}; accepted: an absolute cgroup path"
+            + (", a slice name or a unit's cgroup path." if driver == "systemd" else ".")
+        ) from None
+
+
 @dataclass(frozen=True)
 class DesiredCgroup:
     """One cgroup cgalloc wants: path below the cgroupfs root (no leading '/'), role, limits."""
@@ -289,19 +326,9 @@ def _supported(limits: Limits, controllers: frozenset[str]) -> Limits:
 
 
 def _reserved_entries(cfg: NodeConfig, alloc: Allocatable) -> Iterable[tuple]:
-    """(role, cgroup value, config field, resources), in the kubelet's enforcement order."""
-    yield (
-        "system-reserved",
-        cfg.system_reserved_cgroup,
-        "systemReservedCgroup (--system-reserved-cgroup)",
-        alloc.system_reserved,
-    )
-    yield (
-        "kube-reserved",
-        cfg.kube_reserved_cgroup,
-        "kubeReservedCgroup (--kube-reserved-cgroup)",
-        alloc.kube_reserved,
-    )
+    """(role, cgroup value, resources), in the kubelet's enforcement order."""
+    yield "system-reserved", cfg.system_reserved_cgroup, alloc.system_reserved
+    yield "kube-reserved", cfg.kube_reserved_cgroup, alloc.kube_reserved
 
 
 def desired_tree(
@@ -326,16 +353,13 @@ def desired_tree(
 
     if cfg.cgroups_per_qos:
         try:
-            kubepods = kubepods_name(cfg.cgroup_root, driver)
-        except CgroupNameError as err:
-            problems.append(
-                f"cgroupRoot (--cgroup-root) {cfg.cgroup_root!r}: {err}; accepted: an absolute "
-                "cgroupfs-style path such as / or /mycg."
-            )
+            kubepods = kubepods_cgroup(cfg)
+        except InputError as err:
+            problems += err.problems
         else:
             _pod_tree(cfg, alloc, kubepods, pods, online_cpus, add)
 
-    for role, value, field, resources in _reserved_entries(cfg, alloc):
+    for role, value, resources in _reserved_entries(cfg, alloc):
         if role in cfg.enforce_node_allocatable:
             compressible = False
         elif f"{role}-compressible" in cfg.enforce_node_allocatable:
@@ -345,12 +369,9 @@ def desired_tree(
         if resources is None:
             continue
         try:
-            path = reserved_cgroup_path(value, driver)
-        except CgroupNameError as err:
-            problems.append(
-                f"{field} {value!r}: {err}; accepted: an absolute cgroup path"
-                + (", a slice name or a unit's cgroup path." if driver == "systemd" else ".")
-            )
+            path = reserved_path(value, RESERVED_FIELDS[role], driver)
+        except InputError as err:
+            problems += err.problems
             continue
         add(path, role, limits_from_resources(resources, compressible))
     if problems:

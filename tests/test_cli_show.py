@@ -168,5 +168,5 @@ def test_ignore_eviction_and_node_config_through_cli(capsys, tmp_path):
     args = ("--node-config", str(node_config), "--capacity", f"memory=8Gi,{PLAN}")
     doc, _ = show_json(capsys, *args)
     assert doc["allocatable"]["memory"] == "7068Mi"  # 8Gi - 1Gi - 100Mi
-    doc, _ = show_json(capsys, *args, "--experimental-allocatable-ignore-eviction", "true")
+    doc, _ = show_json(capsys, *args, "--experimental-allocatable-ignore-eviction=true")
     assert doc["allocatable"]["memory"] == "7Gi"

@@ -3,6 +3,9 @@
 ``@node_inputs`` appends the kubelet flags, ``--config``, ``--config-dir``, ``--node-config`` and
 ``--capacity`` to a typer command's signature and hands the command one ``inputs: NodeInputs``;
 ``inputs.load()`` returns ``(NodeConfig, capacity)`` or raises InputError with every problem.
+Register such a command with ``cls=NodeInputsCommand`` so the kubelet's boolean flags parse as
+the kubelet (pflag) parses them: bare ``--flag`` is true, ``--flag=false`` sets a value, and a
+separate ``--flag false`` is refused.
 """
 
 from __future__ import annotations
@@ -10,13 +13,16 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import typer
+from typer.core import TyperCommand
 
 from cgalloc.capacity import read_capacity
-from cgalloc.config import NodeConfig, load_node_config
+from cgalloc.config import BOOL_WORDS, BY_FLAG, NodeConfig, load_node_config
+from cgalloc.errors import InputError
 from cgalloc.resources import ResourceList
 
 _PANEL = "Node inputs (kubelet flags and files)"
@@ -114,8 +120,9 @@ _OPTIONS = (
     _Opt(
         "cgroups_per_qos",
         ("--cgroups-per-qos",),
-        "true or false (cgroupsPerQOS, default true): create the kubepods/QoS hierarchy.",
-        "BOOL",
+        "cgroupsPerQOS, default true: create the kubepods/QoS hierarchy. As with the kubelet, a"
+        " bare --cgroups-per-qos means true; turn it off with --cgroups-per-qos=false.",
+        "[=BOOL]",
         False,
         "cgroups-per-qos",
     ),
@@ -147,8 +154,9 @@ _OPTIONS = (
     _Opt(
         "ignore_eviction",
         ("--experimental-allocatable-ignore-eviction",),
-        "true or false (default false): leave hard-eviction thresholds out of Allocatable.",
-        "BOOL",
+        "Leave hard-eviction thresholds out of Allocatable (default false). As with the"
+        " kubelet, the bare flag means true; =true or =false give the value.",
+        "[=BOOL]",
         False,
         "experimental-allocatable-ignore-eviction",
     ),
@@ -217,6 +225,71 @@ class NodeInputs:
         return cfg, capacity
 
 
+# The kubelet's boolean flags (pflag NoOptDefVal "true"): their value only ever follows '='.
+BOOL_OPTIONS = {
+    f"--{o.flag}": BY_FLAG[o.flag] for o in _OPTIONS if o.flag and BY_FLAG[o.flag].kind == "bool"
+}
+
+
+def pflag_bools(args: list[str]) -> list[str]:
+    """``args`` with each bare boolean flag made ``--flag=true``, as pflag reads it.
+
+    pflag never takes a boolean's value from the next argument; the kubelet would treat it as
+    a stray positional argument, so a true/false word there is refused with the form to use.
+    """
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        if arg == "--":  # end of options: the rest is positional
+            return out + args[i:]
+        field = BOOL_OPTIONS.get(arg)
+        if field is None:
+            out.append(arg)
+            continue
+        following = args[i + 1] if i + 1 < len(args) else None
+        if following in BOOL_WORDS:
+            raise InputError(
+                f"{field.label}: a boolean flag takes its value after '=', as in"
+                f" {arg}={following}; a bare {arg} means true."
+            )
+        out.append(f"{arg}=true")
+    return out
+
+
+class NodeInputsCommand(TyperCommand):
+    """A command with the node inputs: its kubelet boolean flags parse as pflag parses them."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, pflag_bools(list(args)))
+
+
+def add_options(
+    command: Callable[..., object],
+    name: str,
+    params: Sequence[inspect.Parameter],
+    build: Callable[[dict[str, Any]], object],
+) -> Callable[..., object]:
+    """Replace ``command``'s parameter ``name`` by the keyword options ``params``; the command
+    gets ``build({param name: value})`` as ``name``. Decorators built on this stack."""
+    signature = inspect.signature(command)
+    hints = typing.get_type_hints(command)
+    kept = [
+        p.replace(annotation=hints.get(p.name, p.annotation))
+        for p in signature.parameters.values()
+        if p.name != name
+    ]
+    names = [p.name for p in params]
+    every = kept + list(params)
+
+    @functools.wraps(command)
+    def wrapper(*args: object, **kwargs: object) -> object:
+        values = {n: kwargs.pop(n, None) for n in names}
+        return command(*args, **{name: build(values)}, **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=every)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in every}
+    return wrapper
+
+
 def _parameter(opt: _Opt) -> inspect.Parameter:
     annotation = list[str] | None if opt.multiple else str | None
     option = typer.Option(
@@ -232,29 +305,18 @@ def _parameter(opt: _Opt) -> inspect.Parameter:
     )
 
 
+def _node_inputs(values: dict[str, Any]) -> NodeInputs:
+    flags: dict[str, list[str]] = {}
+    files: dict[str, str | None] = {}
+    for opt in _OPTIONS:
+        value = values[opt.name]
+        if opt.flag is None:
+            files[opt.name] = value
+        elif value is not None:
+            flags[opt.flag] = list(value) if opt.multiple else [value]
+    return NodeInputs(flags=flags, **files)
+
+
 def node_inputs(command: Callable[..., object]) -> Callable[..., object]:
     """Give a typer command the shared node-input options as one ``inputs: NodeInputs``."""
-    signature = inspect.signature(command)
-    hints = typing.get_type_hints(command)
-    kept = [
-        p.replace(annotation=hints.get(p.name, p.annotation))
-        for p in signature.parameters.values()
-        if p.name != "inputs"
-    ]
-    params = kept + [_parameter(opt) for opt in _OPTIONS]
-
-    @functools.wraps(command)
-    def wrapper(*args: object, **kwargs: object) -> object:
-        flags: dict[str, list[str]] = {}
-        files: dict[str, str | None] = {}
-        for opt in _OPTIONS:
-            value = kwargs.pop(opt.name, None)
-            if opt.flag is None:
-                files[opt.name] = value  # type: ignore[assignment]
-            elif value is not None:
-                flags[opt.flag] = list(value) if opt.multiple else [value]  # type: ignore[call-overload]
-        return command(*args, inputs=NodeInputs(flags=flags, **files), **kwargs)
-
-    wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in params}
-    return wrapper
+    return add_options(command, "inputs", [_parameter(opt) for opt in _OPTIONS], _node_inputs)

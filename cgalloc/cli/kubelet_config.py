@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from cgalloc.cli.inputs import NodeInputs, node_inputs
+from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
 from cgalloc.cli.render import OutputFormat, dumps, emit, output_option
 from cgalloc.config import NodeConfig
 from cgalloc.limits import format_cpuset
@@ -92,7 +92,7 @@ def _yaml(doc: dict, flags: list[str], notes: list[str]) -> str:
 def register(app: typer.Typer) -> None:
     """Add ``kubelet-config`` to the app."""
 
-    @app.command("kubelet-config", help=HELP)
+    @app.command("kubelet-config", help=HELP, cls=NodeInputsCommand)
     @node_inputs
     def kubelet_config(inputs: NodeInputs, output: OutputFormat = output_option()) -> None:
         cfg = inputs.load_config()

@@ -1,23 +1,27 @@
 """``cgalloc setup``: create and enforce the node's cgroup tree (plan, then apply).
 
-Also holds the tree options ``verify`` shares with it.
+Also holds what ``verify`` and ``teardown`` share with it: the tree options (``@tree_options``),
+the root check and the report layout.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import typer
 
 from cgalloc.apply import Result, TestSwitches, apply
 from cgalloc.cgroupfs import detect
-from cgalloc.cli.inputs import NodeInputs, node_inputs
+from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, add_options, node_inputs
 from cgalloc.cli.render import OutputFormat, emit, output_option, warn
 from cgalloc.errors import HostError, InputError
 from cgalloc.limits import WEIGHT_FORMULAS
 from cgalloc.ownership import DEFAULT_STATE_DIR, StateDir
 from cgalloc.plan import Plan, load_pods, node_plan, require_no_refusals
+from cgalloc.systemd import Systemd, SystemdUnits, cgroup_roles, systemd_running, use_dbus
 
 SETUP_HELP = (
     "Create and enforce the node's cgroup tree: kubepods with the Node Allocatable limits, "
@@ -61,9 +65,9 @@ class TreeOptions:
     system_procs: list[str]
 
     def __post_init__(self) -> None:
-        # typer hands a tuple for repeatable options; keep them plain lists
-        object.__setattr__(self, "kube_procs", list(self.kube_procs))
-        object.__setattr__(self, "system_procs", list(self.system_procs))
+        # typer hands a tuple (or None) for repeatable options; keep them plain lists
+        object.__setattr__(self, "kube_procs", list(self.kube_procs or ()))
+        object.__setattr__(self, "system_procs", list(self.system_procs or ()))
 
     def plan(self, inputs: NodeInputs, switches: TestSwitches) -> Plan:
         if self.weight_formula not in WEIGHT_FORMULAS:
@@ -142,9 +146,32 @@ def procs_option(role: str) -> typer.models.OptionInfo:
     )
 
 
-def _table(p: Plan, summary: str) -> str:
-    lines = [f"  {line}" for line in p.describe()]
-    return "\n".join([*lines, summary])
+def _keyword(name: str, option: typer.models.OptionInfo, annotation: object) -> inspect.Parameter:
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation
+    )
+
+
+def tree_options(command: Callable[..., object]) -> Callable[..., object]:
+    """Give a typer command the tree options as one ``tree: TreeOptions`` argument."""
+    params = [
+        _keyword("cgroupfs", cgroupfs_option(), str),
+        _keyword("pods", pods_option(), str | None),
+        _keyword("weight_formula", weight_option(), str),
+        _keyword("create_reserved", create_reserved_option(), bool),
+        _keyword("kube_procs", procs_option("kube-reserved"), list[str]),
+        _keyword("system_procs", procs_option("system-reserved"), list[str]),
+    ]
+    return add_options(command, "tree", params, lambda values: TreeOptions(**values))
+
+
+def report(doc: dict, lines: list[str], summary: str, output: OutputFormat) -> None:
+    """``doc`` plus its summary as JSON/YAML, or the lines indented above the summary."""
+    emit(
+        {**doc, "summary": summary},
+        output,
+        lambda: "\n".join([*(f"  {line}" for line in lines), summary]),
+    )
 
 
 def require_root(switches: TestSwitches) -> None:
@@ -155,17 +182,13 @@ def require_root(switches: TestSwitches) -> None:
 def register(app: typer.Typer) -> None:
     """Add ``setup`` to the app."""
 
-    @app.command("setup", help=SETUP_HELP)
+    @app.command("setup", help=SETUP_HELP, cls=NodeInputsCommand)
     @node_inputs
+    @tree_options
     def setup(
         inputs: NodeInputs,
-        cgroupfs: str = cgroupfs_option(),
+        tree: TreeOptions,
         state_dir: str = state_dir_option(),
-        pods: str | None = pods_option(),
-        cpu_weight_formula: str = weight_option(),
-        create_reserved: bool = create_reserved_option(),
-        kube_reserved_procs: list[str] = procs_option("kube-reserved"),
-        system_reserved_procs: list[str] = procs_option("system-reserved"),
         dry_run: bool = typer.Option(
             False, "--dry-run", help="Print the plan and stop; reads only, works unprivileged."
         ),
@@ -177,40 +200,25 @@ def register(app: typer.Typer) -> None:
         ),
         output: OutputFormat = output_option(),
     ) -> None:
-        opts = TreeOptions(
-            cgroupfs,
-            pods,
-            cpu_weight_formula,
-            create_reserved,
-            kube_reserved_procs,
-            system_reserved_procs,
-        )
         switches = TestSwitches.from_env()
         if dry_run:
-            p = opts.plan(inputs, switches)
+            p = tree.plan(inputs, switches)
             count = len(p.actions)
             summary = (
                 "no changes: 0 writes"
                 if not count
                 else f"dry run: {count} changes planned, nothing written"
             )
-            emit(
-                {"dry_run": True, "plan": p.to_json(), "writes": 0, "summary": summary},
-                output,
-                lambda: _table(p, summary),
-            )
+            doc = {"dry_run": True, "plan": p.to_json(), "writes": 0}
+            report(doc, p.describe(), summary, output)
             require_no_refusals(p, force)
             return
         require_root(switches)
         state = StateDir(state_dir)
         with state.locked():
             record = state.load()
-            p = opts.plan(inputs, switches)
+            p = tree.plan(inputs, switches)
             require_no_refusals(p, force)
             result: Result = apply(p, state, record, switches=switches)
-        summary = result.summary()
-        emit(
-            {"dry_run": False, "plan": p.to_json(), **result.to_json(), "summary": summary},
-            output,
-            lambda: _table(p, summary),
-        )
+        doc = {"dry_run": False, "plan": p.to_json(), **result.to_json()}
+        report(doc, p.describe(), result.summary(), output)

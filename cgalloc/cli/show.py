@@ -9,10 +9,9 @@ import typer
 
 from cgalloc import tree
 from cgalloc.allocatable import Allocatable, compute
-from cgalloc.cli.inputs import NodeInputs, node_inputs
+from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
 from cgalloc.cli.render import OutputFormat, aligned, emit, output_option, warn
 from cgalloc.config import NodeConfig
-from cgalloc.errors import InputError
 from cgalloc.resources import format_list
 
 SHOW_HELP = (
@@ -22,58 +21,24 @@ SHOW_HELP = (
 )
 
 
-def _kubepods_path(cfg: NodeConfig) -> str | None:
-    if not cfg.cgroups_per_qos:
-        return None
-    try:
-        return tree.driver_path(
-            tree.kubepods_name(cfg.cgroup_root, cfg.cgroup_driver), cfg.cgroup_driver
-        )
-    except tree.CgroupNameError as err:
-        raise InputError(
-            f"cgroupRoot (--cgroup-root) {cfg.cgroup_root!r}: {err}; accepted: an absolute"
-            " cgroupfs-style name such as / or /kubelet."
-        ) from None
-
-
-def _reserved_path(value: str, label: str, driver: str) -> str:
-    try:
-        return tree.reserved_cgroup_path(value, driver)
-    except tree.CgroupNameError as err:
-        raise InputError(
-            f"{label} {value!r}: {err}; accepted: an absolute cgroup path"
-            + (", a slice name or a unit's cgroup path." if driver == "systemd" else ".")
-        ) from None
-
-
 def _cgroups(cfg: NodeConfig, alloc: Allocatable) -> dict[str, dict]:
     """The kubepods and enforced reserved cgroups: name, mode and limits."""
     out: dict[str, dict] = {
         "kubepods": {
-            "cgroup": _kubepods_path(cfg),
+            "cgroup": tree.kubepods_path(cfg),
             "enforced": cfg.cgroups_per_qos and "pods" in cfg.enforce_node_allocatable,
             "limits": format_list(alloc.kubepods),
         }
     }
-    for kind, limits, value, label in (
-        (
-            "kube-reserved",
-            alloc.kube_reserved,
-            cfg.kube_reserved_cgroup,
-            "kubeReservedCgroup (--kube-reserved-cgroup)",
-        ),
-        (
-            "system-reserved",
-            alloc.system_reserved,
-            cfg.system_reserved_cgroup,
-            "systemReservedCgroup (--system-reserved-cgroup)",
-        ),
+    for kind, limits, value in (
+        ("kube-reserved", alloc.kube_reserved, cfg.kube_reserved_cgroup),
+        ("system-reserved", alloc.system_reserved, cfg.system_reserved_cgroup),
     ):
         if limits is None:
             continue
         compressible = f"{kind}-compressible" in cfg.enforce_node_allocatable
         out[kind] = {
-            "cgroup": _reserved_path(value, label, cfg.cgroup_driver),
+            "cgroup": tree.reserved_path(value, tree.RESERVED_FIELDS[kind], cfg.cgroup_driver),
             "enforced": "compressible" if compressible else "full",
             "limits": format_list(limits),
         }
@@ -128,7 +93,7 @@ def table(doc: dict) -> str:
 def register(app: typer.Typer) -> None:
     """Add ``show`` to the app."""
 
-    @app.command("show", help=SHOW_HELP)
+    @app.command("show", help=SHOW_HELP, cls=NodeInputsCommand)
     @node_inputs
     def show(inputs: NodeInputs, output: OutputFormat = output_option()) -> None:
         cfg, capacity = inputs.load()

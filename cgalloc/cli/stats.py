@@ -12,11 +12,12 @@ import typer
 
 from cgalloc import netstats, stats
 from cgalloc.cgroupfs import V1_UNLIMITED_FLOOR, Hierarchy, controller_dirs
-from cgalloc.cli.inputs import NodeInputs, node_inputs
+from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
 from cgalloc.cli.render import OutputFormat, aligned, dumps, output_option, warn
-from cgalloc.cli.show import _kubepods_path, _reserved_path
 from cgalloc.errors import InputError
 from cgalloc.resources import MEMORY
+from cgalloc.tree import kubepods_path as _kubepods_path
+from cgalloc.tree import reserved_path as _reserved_path
 
 STATS_HELP = (
     "Read the usage of this node's cgroup tree (root, kubepods, QoS tiers, pods, kube-reserved"
@@ -112,7 +113,9 @@ class _Run:
     def sample(self) -> tuple[list[stats.Target], list[stats.CgroupStats]]:
         # Pods come and go: list them again on every sample.
         targets = stats.node_targets(self.cfg, self.h, self.kubepods, self.reserved, self.daemons)
-        return targets, self.reader.sample([t.path for t in targets])
+        recs = self.reader.sample([t.path for t in targets])
+        warn(self.reader.pop_warnings())
+        return targets, recs
 
     def document(self, targets, recs, node_name: str) -> dict:
         """The /stats/summary document of one sample."""
@@ -192,7 +195,7 @@ def _positive(value: float | None, label: str) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("stats", help=STATS_HELP)
+    @app.command("stats", help=STATS_HELP, cls=NodeInputsCommand)
     @node_inputs
     def stats_command(
         inputs: NodeInputs,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import typer
 
 from cgalloc.apply import TestSwitches, teardown
-from cgalloc.cli.render import OutputFormat, emit, output_option
-from cgalloc.cli.setup import cgroupfs_option, require_root, state_dir_option
+from cgalloc.cli.render import OutputFormat, output_option
+from cgalloc.cli.setup import cgroupfs_option, report, require_root, state_dir_option
 from cgalloc.ownership import StateDir
 
 TEARDOWN_HELP = (
@@ -34,8 +34,8 @@ def register(app: typer.Typer) -> None:
             summary = f"undid {result.writes} changes, kept {len(result.kept)}"
         else:
             summary = f"undid {result.writes} changes; nothing cgalloc made is left"
-        lines = [f"  {a.describe(cgroupfs)}" for a in result.done]
-        lines += [f"  kept {k}" for k in result.kept]
-        emit({**result.to_json(), "summary": summary}, output, lambda: "\n".join([*lines, summary]))
+        lines = [a.describe(cgroupfs) for a in result.done]
+        lines += [f"kept {k}" for k in result.kept]
+        report(result.to_json(), lines, summary, output)
         if result.kept:
             raise typer.Exit(1)

@@ -5,16 +5,9 @@ from __future__ import annotations
 import typer
 
 from cgalloc.apply import TestSwitches
-from cgalloc.cli.inputs import NodeInputs, node_inputs
-from cgalloc.cli.render import OutputFormat, emit, output_option
-from cgalloc.cli.setup import (
-    TreeOptions,
-    cgroupfs_option,
-    create_reserved_option,
-    pods_option,
-    procs_option,
-    weight_option,
-)
+from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
+from cgalloc.cli.render import OutputFormat, output_option
+from cgalloc.cli.setup import TreeOptions, report, tree_options
 from cgalloc.plan import drift
 
 VERIFY_HELP = (
@@ -27,33 +20,14 @@ VERIFY_HELP = (
 def register(app: typer.Typer) -> None:
     """Add ``verify`` to the app."""
 
-    @app.command("verify", help=VERIFY_HELP)
+    @app.command("verify", help=VERIFY_HELP, cls=NodeInputsCommand)
     @node_inputs
+    @tree_options
     def verify(
-        inputs: NodeInputs,
-        cgroupfs: str = cgroupfs_option(),
-        pods: str | None = pods_option(),
-        cpu_weight_formula: str = weight_option(),
-        create_reserved: bool = create_reserved_option(),
-        kube_reserved_procs: list[str] = procs_option("kube-reserved"),
-        system_reserved_procs: list[str] = procs_option("system-reserved"),
-        output: OutputFormat = output_option(),
+        inputs: NodeInputs, tree: TreeOptions, output: OutputFormat = output_option()
     ) -> None:
-        opts = TreeOptions(
-            cgroupfs,
-            pods,
-            cpu_weight_formula,
-            create_reserved,
-            kube_reserved_procs,
-            system_reserved_procs,
-        )
-        p = opts.plan(inputs, TestSwitches.from_env())
-        lines = drift(p)
+        lines = drift(tree.plan(inputs, TestSwitches.from_env()))
         summary = f"drift: {len(lines)} differences" if lines else "in sync: the tree matches"
-        emit(
-            {"in_sync": not lines, "drift": lines, "summary": summary},
-            output,
-            lambda: "\n".join([*(f"  {line}" for line in lines), summary]),
-        )
+        report({"in_sync": not lines, "drift": lines}, lines, summary, output)
         if lines:
             raise typer.Exit(1)

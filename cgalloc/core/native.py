@@ -69,11 +69,6 @@ def _snapshot(dirs, specs, vals, st, ncells: int) -> r.Snapshot:
     return r.Snapshot(dirs, specs, values, status)
 
 
-def _check_bufsize(bufsize: int) -> None:
-    if bufsize < 2:
-        raise ValueError(f"bufsize must be at least 2, not {bufsize}")
-
-
 def _raise_errno(rc: int, what: str, dirs: Sequence[str] = ()) -> None:
     if rc == -errno.EINVAL:
         r.check_dirs(dirs)  # raises the ValueError naming the bad directory
@@ -81,26 +76,65 @@ def _raise_errno(rc: int, what: str, dirs: Sequence[str] = ()) -> None:
         raise OSError(-rc, f"{what}: {os.strerror(-rc)}")
 
 
-class Root:
+class Sampler(r.Closing):
+    """Keeps every (dir, file) open and re-reads it with one pread per sample."""
+
+    def __init__(self, root: Root, dirs, specs, threads: int, bufsize: int, detect_unlinked: bool):
+        r.check_bufsize(bufsize)
+        self.root = root
+        self.threads = threads
+        self._cspecs = _CSpecs(specs)
+        self.specs = self._cspecs.specs
+        self._cells_per_dir = r.cell_offsets(self.specs)[1]
+        ptr = lib.cg_sampler_new(
+            root._fileno(), self._cspecs.array, len(self.specs), bufsize, detect_unlinked
+        )
+        if ptr == ffi.NULL:
+            raise MemoryError("cannot allocate a sampler")
+        self._ptr = ffi.gc(ptr, lib.cg_sampler_free)
+        self.dirs: tuple[str, ...] = ()
+        self.update(dirs)
+
+    def update(self, dirs: Sequence[str]) -> None:
+        """Sample ``dirs`` from now on: kept dirs keep their fds, dropped ones are closed."""
+        dirs = r.distinct_dirs(dirs)
+        old = {d: i for i, d in enumerate(self.dirs)}
+        dirbuf, offs, _keep = _pack_dirs(dirs)
+        carry = ffi.new("int[]", [old.get(d, -1) for d in dirs] or [0])
+        rc = lib.cg_sampler_set_dirs(self._live(), dirbuf, offs, len(dirs), carry)
+        _raise_errno(rc, "sampler update", dirs)
+        self.dirs = dirs
+
+    def sample(self) -> r.Snapshot:
+        """Re-read everything; a vanished cgroup's cells say ENOENT and its fds are closed."""
+        ncells = len(self.dirs) * self._cells_per_dir
+        vals, st = _buffers(ncells)
+        _raise_errno(lib.cg_sampler_sample(self._live(), self.threads, vals, st), "sample")
+        return _snapshot(self.dirs, self.specs, vals, st, ncells)
+
+    def _live(self):
+        if self._ptr is None:
+            raise ValueError("sampler is closed")
+        self.root._fileno()
+        return self._ptr
+
+    def close(self) -> None:
+        """Close every fd now rather than at garbage collection."""
+        if self._ptr is not None:
+            ptr, self._ptr = self._ptr, None
+            ffi.release(ptr)  # runs cg_sampler_free now
+
+
+class Root(r.RootBase):
     """An open cgroupfs root; every path below is resolved beneath it without symlinks."""
 
+    sampler_class = Sampler
+
     def __init__(self, path: str, fd: int, magic: int, force_walk: bool = False):
-        self.path = path
-        self.fd = fd
-        self.magic = magic
-        self.is_cgroupfs = magic in (r.MAGIC_CGROUP, r.MAGIC_CGROUP2)
+        super().__init__(path, fd, magic)
         self._flags = lib.CG_FORCE_WALK if force_walk else 0
 
-    def read(
-        self,
-        dirs: Sequence[str],
-        specs: Sequence[FileSpec],
-        threads: int = 0,
-        bufsize: int = r.DEFAULT_BUFSIZE,
-    ) -> r.Snapshot:
-        """Open, read and parse every (dir, file) once; threads 0 = one per CPU if worth it."""
-        _check_bufsize(bufsize)
-        dirs = tuple(dirs)
+    def _read(self, dirs, specs, threads: int, bufsize: int) -> r.Snapshot:
         cspecs = _CSpecs(specs)
         dirbuf, offs, _keep = _pack_dirs(dirs)
         ncells = len(dirs) * r.cell_offsets(cspecs.specs)[1]
@@ -111,21 +145,6 @@ class Root:
         )  # fmt: skip
         _raise_errno(rc, "bulk read", dirs)
         return _snapshot(dirs, cspecs.specs, vals, st, ncells)
-
-    def sampler(
-        self,
-        dirs: Sequence[str],
-        specs: Sequence[FileSpec],
-        threads: int = 0,
-        bufsize: int = r.DEFAULT_BUFSIZE,
-        detect_unlinked: bool | None = None,
-    ) -> Sampler:
-        """A persistent sampler. ``detect_unlinked`` (default: when the root is not cgroupfs)
-        adds an fstat per file per sample so a removed file of a plain test tree reads as
-        ENOENT; cgroupfs itself answers ENODEV, which needs no extra syscall."""
-        if detect_unlinked is None:
-            detect_unlinked = not self.is_cgroupfs
-        return Sampler(self, dirs, specs, threads, bufsize, detect_unlinked)
 
     def write(self, relpath: str, value: str | bytes | int) -> None:
         """Write ``value`` to ``relpath`` in one write(); raises WriteError."""
@@ -155,82 +174,6 @@ class Root:
         if n < 0:
             raise r.read_error(-n, relpath)
         return ffi.unpack(buf, n).decode("utf-8", "replace")
-
-    def _fileno(self) -> int:
-        if self.fd < 0:
-            raise ValueError("cgroup root is closed")
-        return self.fd
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def __enter__(self) -> Root:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        self.close()
-
-
-class Sampler:
-    """Keeps every (dir, file) open and re-reads it with one pread per sample."""
-
-    def __init__(self, root: Root, dirs, specs, threads: int, bufsize: int, detect_unlinked: bool):
-        _check_bufsize(bufsize)
-        self.root = root
-        self.threads = threads
-        self._cspecs = _CSpecs(specs)
-        self.specs = self._cspecs.specs
-        self._cells_per_dir = r.cell_offsets(self.specs)[1]
-        ptr = lib.cg_sampler_new(
-            root._fileno(), self._cspecs.array, len(self.specs), bufsize, detect_unlinked
-        )
-        if ptr == ffi.NULL:
-            raise MemoryError("cannot allocate a sampler")
-        self._ptr = ffi.gc(ptr, lib.cg_sampler_free)
-        self.dirs: tuple[str, ...] = ()
-        self.update(dirs)
-
-    def update(self, dirs: Sequence[str]) -> None:
-        """Sample ``dirs`` from now on: kept dirs keep their fds, dropped ones are closed."""
-        dirs = tuple(dirs)
-        if len(set(dirs)) != len(dirs):
-            raise ValueError("sampler directories must be distinct")
-        old = {d: i for i, d in enumerate(self.dirs)}
-        dirbuf, offs, _keep = _pack_dirs(dirs)
-        carry = ffi.new("int[]", [old.get(d, -1) for d in dirs] or [0])
-        rc = lib.cg_sampler_set_dirs(self._live(), dirbuf, offs, len(dirs), carry)
-        _raise_errno(rc, "sampler update", dirs)
-        self.dirs = dirs
-
-    def sample(self) -> r.Snapshot:
-        """Re-read everything; a vanished cgroup's cells say ENOENT and its fds are closed."""
-        ncells = len(self.dirs) * self._cells_per_dir
-        vals, st = _buffers(ncells)
-        _raise_errno(lib.cg_sampler_sample(self._live(), self.threads, vals, st), "sample")
-        return _snapshot(self.dirs, self.specs, vals, st, ncells)
-
-    def _live(self):
-        if self._ptr is None:
-            raise ValueError("sampler is closed")
-        self.root._fileno()
-        return self._ptr
-
-    def close(self) -> None:
-        """Close every fd now rather than at garbage collection."""
-        if self._ptr is not None:
-            ptr, self._ptr = self._ptr, None
-            ffi.release(ptr)  # runs cg_sampler_free now
-
-    def __enter__(self) -> Sampler:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def open_root(path: str, allow_any_fs: bool = False, force_walk: bool = False) -> Root:

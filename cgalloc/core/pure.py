@@ -17,6 +17,7 @@ from cgalloc.core import records as r
 IMPLEMENTATION = "pure"
 FileSpec = r.FileSpec
 _U64 = 2**64 - 1
+_MAGIC = {"cgroup": r.MAGIC_CGROUP, "cgroup2": r.MAGIC_CGROUP2}
 
 
 def parse_token(tok: bytes) -> tuple[int, int]:
@@ -101,35 +102,99 @@ def _store(values: array, status: bytearray, at: int, cells: list[tuple[int, int
         values[at + k] = v
 
 
-def _check_bufsize(bufsize: int) -> None:
-    if bufsize < 2:
-        raise ValueError(f"bufsize must be at least 2, not {bufsize}")
-
-
 def _buffers(ncells: int) -> tuple[array, bytearray]:
     return array("Q", bytes(8 * ncells)), bytearray(ncells)
 
 
-class Root:
+class Sampler(r.Closing):
+    """Keeps every (dir, file) open and re-reads it with one pread per sample."""
+
+    def __init__(self, root: Root, dirs, specs, threads: int, bufsize: int, detect_unlinked: bool):
+        r.check_bufsize(bufsize)
+        self.root = root
+        self._detect_unlinked = detect_unlinked
+        self.threads = threads
+        self.specs = tuple(specs)
+        self._bufsize = bufsize
+        self._offs, self._per_dir = r.cell_offsets(self.specs)
+        self._fds: dict[tuple[str, int], int] = {}  # (dir, spec index) -> open fd
+        self._closed = False
+        self.dirs: tuple[str, ...] = ()
+        self.update(dirs)
+
+    def update(self, dirs: Sequence[str]) -> None:
+        """Sample ``dirs`` from now on: kept dirs keep their fds, dropped ones are closed."""
+        dirs = r.distinct_dirs(dirs)
+        r.check_dirs(dirs)
+        self._live()
+        keep = set(dirs)
+        for key in [k for k in self._fds if k[0] not in keep]:
+            os.close(self._fds.pop(key))
+        self.dirs = dirs
+
+    def sample(self) -> r.Snapshot:
+        """Re-read everything; a vanished cgroup's cells say ENOENT and its fds are closed."""
+        self._live()
+        values, status = _buffers(len(self.dirs) * self._per_dir)
+        for d, directory in enumerate(self.dirs):
+            for f, spec in enumerate(self.specs):
+                cells = self._sample_one(directory, f, spec)
+                _store(values, status, d * self._per_dir + self._offs[f], cells)
+        return r.Snapshot(self.dirs, self.specs, values, status)
+
+    def _sample_one(self, directory: str, f: int, spec: FileSpec) -> list[tuple[int, int]]:
+        key = (directory, f)
+        fd = self._fds.get(key)
+        if fd is None:
+            return self._reopen(key, spec)
+        try:
+            data = os.pread(fd, self._bufsize, 0)
+        except OSError as exc:
+            if exc.errno not in (errno.ENODEV, errno.ENOENT):
+                return [(r.errno_status(exc.errno), 0)] * spec.ncells
+            return self._reopen(key, spec)
+        if self._detect_unlinked and os.fstat(fd).st_nlink == 0:
+            return self._reopen(key, spec)
+        if len(data) >= self._bufsize:
+            return [(r.ETOOLONG, 0)] * spec.ncells
+        return parse(spec, data)
+
+    def _reopen(self, key: tuple[str, int], spec: FileSpec) -> list[tuple[int, int]]:
+        """(Re)open once and read; a file that cannot be opened is reported, not raised."""
+        old = self._fds.pop(key, None)
+        if old is not None:
+            os.close(old)
+        try:
+            fd = _open_beneath(self.root._fileno(), r.join(key[0], spec.name), os.O_RDONLY)
+        except OSError as exc:
+            return [(r.errno_status(exc.errno), 0)] * spec.ncells
+        self._fds[key] = fd
+        return _read_cells(fd, spec, self._bufsize, pread=True)
+
+    def _live(self) -> None:
+        if self._closed:
+            raise ValueError("sampler is closed")
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+        self._closed = True
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class Root(r.RootBase):
     """An open cgroupfs root; every path below is resolved beneath it without symlinks."""
 
-    def __init__(self, path: str, fd: int, fstype: str, force_walk: bool = False):
-        self.path = path
-        self.fd = fd
-        self.fstype = fstype
-        self.is_cgroupfs = fstype in ("cgroup", "cgroup2")
-        self.magic = {"cgroup": r.MAGIC_CGROUP, "cgroup2": r.MAGIC_CGROUP2}.get(fstype, 0)
+    sampler_class = Sampler
 
-    def read(
-        self,
-        dirs: Sequence[str],
-        specs: Sequence[FileSpec],
-        threads: int = 0,
-        bufsize: int = r.DEFAULT_BUFSIZE,
-    ) -> r.Snapshot:
-        """Open, read and parse every (dir, file) once (sequentially; threads is ignored)."""
-        _check_bufsize(bufsize)
-        dirs, specs = tuple(dirs), tuple(specs)
+    def __init__(self, path: str, fd: int, fstype: str, force_walk: bool = False):
+        super().__init__(path, fd, _MAGIC.get(fstype, 0))
+        self.fstype = fstype
+
+    def _read(self, dirs, specs, threads: int, bufsize: int) -> r.Snapshot:
         r.check_dirs(dirs)
         offs, per_dir = r.cell_offsets(specs)
         values, status = _buffers(len(dirs) * per_dir)
@@ -147,19 +212,6 @@ class Root:
                         os.close(fd)
                 _store(values, status, d * per_dir + offs[f], cells)
         return r.Snapshot(dirs, specs, values, status)
-
-    def sampler(
-        self,
-        dirs: Sequence[str],
-        specs: Sequence[FileSpec],
-        threads: int = 0,
-        bufsize: int = r.DEFAULT_BUFSIZE,
-        detect_unlinked: bool | None = None,
-    ) -> Sampler:
-        """A persistent sampler; ``detect_unlinked`` as in the native core."""
-        if detect_unlinked is None:
-            detect_unlinked = not self.is_cgroupfs
-        return Sampler(self, dirs, specs, threads, bufsize, detect_unlinked)
 
     def write(self, relpath: str, value: str | bytes | int) -> None:
         """Write ``value`` to ``relpath`` in one write(); raises WriteError."""
@@ -222,112 +274,6 @@ class Root:
             op(fd, last)
         finally:
             os.close(fd)
-
-    def _fileno(self) -> int:
-        if self.fd < 0:
-            raise ValueError("cgroup root is closed")
-        return self.fd
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def __enter__(self) -> Root:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        self.close()
-
-
-class Sampler:
-    """Keeps every (dir, file) open and re-reads it with one pread per sample."""
-
-    def __init__(self, root: Root, dirs, specs, threads: int, bufsize: int, detect_unlinked: bool):
-        _check_bufsize(bufsize)
-        self.root = root
-        self._detect_unlinked = detect_unlinked
-        self.threads = threads
-        self.specs = tuple(specs)
-        self._bufsize = bufsize
-        self._offs, self._per_dir = r.cell_offsets(self.specs)
-        self._fds: dict[tuple[str, int], int] = {}  # (dir, spec index) -> open fd
-        self._closed = False
-        self.dirs: tuple[str, ...] = ()
-        self.update(dirs)
-
-    def update(self, dirs: Sequence[str]) -> None:
-        """Sample ``dirs`` from now on: kept dirs keep their fds, dropped ones are closed."""
-        dirs = tuple(dirs)
-        if len(set(dirs)) != len(dirs):
-            raise ValueError("sampler directories must be distinct")
-        r.check_dirs(dirs)
-        self._live()
-        keep = set(dirs)
-        for key in [k for k in self._fds if k[0] not in keep]:
-            os.close(self._fds.pop(key))
-        self.dirs = dirs
-
-    def sample(self) -> r.Snapshot:
-        """Re-read everything; a vanished cgroup's cells say ENOENT and its fds are closed."""
-        self._live()
-        values, status = _buffers(len(self.dirs) * self._per_dir)
-        for d, directory in enumerate(self.dirs):
-            for f, spec in enumerate(self.specs):
-                cells = self._sample_one(directory, f, spec)
-                _store(values, status, d * self._per_dir + self._offs[f], cells)
-        return r.Snapshot(self.dirs, self.specs, values, status)
-
-    def _sample_one(self, directory: str, f: int, spec: FileSpec) -> list[tuple[int, int]]:
-        key = (directory, f)
-        fd = self._fds.get(key)
-        if fd is None:
-            return self._reopen(key, spec)
-        try:
-            data = os.pread(fd, self._bufsize, 0)
-        except OSError as exc:
-            if exc.errno not in (errno.ENODEV, errno.ENOENT):
-                return [(r.errno_status(exc.errno), 0)] * spec.ncells
-            return self._reopen(key, spec)
-        if self._detect_unlinked and os.fstat(fd).st_nlink == 0:
-            return self._reopen(key, spec)
-        if len(data) >= self._bufsize:
-            return [(r.ETOOLONG, 0)] * spec.ncells
-        return parse(spec, data)
-
-    def _reopen(self, key: tuple[str, int], spec: FileSpec) -> list[tuple[int, int]]:
-        """(Re)open once and read; a file that cannot be opened is reported, not raised."""
-        old = self._fds.pop(key, None)
-        if old is not None:
-            os.close(old)
-        try:
-            fd = _open_beneath(self.root._fileno(), r.join(key[0], spec.name), os.O_RDONLY)
-        except OSError as exc:
-            return [(r.errno_status(exc.errno), 0)] * spec.ncells
-        self._fds[key] = fd
-        return _read_cells(fd, spec, self._bufsize, pread=True)
-
-    def _live(self) -> None:
-        if self._closed:
-            raise ValueError("sampler is closed")
-
-    def close(self) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
-        self._closed = True
-
-    def __enter__(self) -> Sampler:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        self.close()
 
 
 def _fstype(fd: int) -> str:

@@ -84,6 +84,19 @@ def check_dir(path: str) -> None:
             raise ValueError(f"directory {path!r}: {exc}") from None
 
 
+def check_bufsize(bufsize: int) -> None:
+    if bufsize < 2:
+        raise ValueError(f"bufsize must be at least 2, not {bufsize}")
+
+
+def distinct_dirs(dirs: Sequence[str]) -> tuple[str, ...]:
+    """A sampler's directories as a tuple; ValueError when one repeats."""
+    dirs = tuple(dirs)
+    if len(set(dirs)) != len(dirs):
+        raise ValueError("sampler directories must be distinct")
+    return dirs
+
+
 def check_dirs(dirs: Sequence[str]) -> None:
     """check_dir for many directories at once; the fast path does a few substring scans."""
     named = [d for d in dirs if d]
@@ -164,6 +177,83 @@ class Snapshot:
 
     def __repr__(self) -> str:
         return f"Snapshot({len(self.dirs)} dirs × {len(self.specs)} files)"
+
+
+class RootBase:
+    """What both cores' ``Root`` share: the root fd's life cycle, argument checks of ``read``
+    and the sampler factory. A subclass sets ``sampler_class`` and implements ``_read``."""
+
+    sampler_class: type
+
+    def __init__(self, path: str, fd: int, magic: int):
+        self.path = path
+        self.fd = fd
+        self.magic = magic
+        self.is_cgroupfs = magic in (MAGIC_CGROUP, MAGIC_CGROUP2)
+
+    def read(
+        self,
+        dirs: Sequence[str],
+        specs: Sequence[FileSpec],
+        threads: int = 0,
+        bufsize: int = DEFAULT_BUFSIZE,
+    ) -> Snapshot:
+        """Open, read and parse every (dir, file) once; threads 0 = one per CPU if worth it
+        (the pure core reads sequentially)."""
+        check_bufsize(bufsize)
+        return self._read(tuple(dirs), tuple(specs), threads, bufsize)
+
+    def _read(
+        self, dirs: tuple[str, ...], specs: tuple[FileSpec, ...], threads: int, bufsize: int
+    ) -> Snapshot:
+        raise NotImplementedError
+
+    def sampler(
+        self,
+        dirs: Sequence[str],
+        specs: Sequence[FileSpec],
+        threads: int = 0,
+        bufsize: int = DEFAULT_BUFSIZE,
+        detect_unlinked: bool | None = None,
+    ):
+        """A persistent sampler. ``detect_unlinked`` (default: when the root is not cgroupfs)
+        adds an fstat per file per sample so a removed file of a plain test tree reads as
+        ENOENT; cgroupfs itself answers ENODEV, which needs no extra syscall."""
+        if detect_unlinked is None:
+            detect_unlinked = not self.is_cgroupfs
+        return self.sampler_class(self, dirs, specs, threads, bufsize, detect_unlinked)
+
+    def _fileno(self) -> int:
+        if self.fd < 0:
+            raise ValueError("cgroup root is closed")
+        return self.fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class Closing:
+    """``with sampler:`` closes it on exit."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 class CoreError(OSError, CgallocError):

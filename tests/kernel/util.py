@@ -16,12 +16,12 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 def lane() -> str | None:
-    """ "v2" or "v1" inside a VM lane, None elsewhere."""
+    """ "v2", "v1" or "v2-systemd" inside a VM lane, None elsewhere."""
     return os.environ.get("CGALLOC_VM_LANE") or None
 
 
 def is_v2() -> bool:
-    return lane() == "v2"
+    return lane() in ("v2", "v2-systemd")
 
 
 def read(path: str | os.PathLike) -> str:

@@ -1,6 +1,7 @@
 """pytest glue for the VM lanes.
 
-On the host each test in tests/kernel/ becomes one item per lane (`test_y[vm-v2]`); the first
+On the host each test in tests/kernel/ becomes one item per lane it runs in (`test_y[vm-v2]`;
+a module picks its lanes with a module-level ``LANES`` tuple, default v2 and v1); the first
 item of a lane boots that lane's VM once, which runs every selected in-VM test, and each item
 then reports its in-VM outcome. Inside the VM (CGALLOC_VM_LANE set) the tests run as usual and
 `report.Reporter` writes their outcomes for the host.
@@ -49,6 +50,19 @@ def _headline(longrepr: str) -> str:
     """The first `E   ` line of a pytest failure report (its last line if none)."""
     lines = longrepr.strip().splitlines() or [""]
     return next((ln[1:].strip() for ln in lines if ln.startswith("E ")), lines[-1])
+
+
+def item_lanes(item: pytest.Item) -> tuple[str, ...]:
+    """The lanes a tests/kernel test runs in: its module's ``LANES`` tuple, else the default
+    ones (every lane but the systemd one)."""
+    module = getattr(item, "module", None)
+    lanes = tuple(getattr(module, "LANES", qemu.DEFAULT_LANES))
+    unknown = [lane for lane in lanes if lane not in qemu.LANES]
+    if unknown:
+        raise pytest.UsageError(
+            f"{item.path}: LANES names unknown lane(s) {unknown}; known: {list(qemu.LANES)}"
+        )
+    return lanes
 
 
 class VMTestFailed(Exception):
@@ -120,7 +134,7 @@ class HostLanes:
                 rest.append(item)
                 continue
             first = len(rest) if first is None else first
-            for lane in qemu.LANES:
+            for lane in item_lanes(item):
                 lane_items[lane].append(self._lane_item(item, lane))
         if first is not None:
             grouped = [i for lane in qemu.LANES for i in lane_items[lane]]

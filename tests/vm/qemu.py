@@ -8,15 +8,25 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .prereqs import Prereqs
 
-LANES = ("v2", "v1")
+LANES = ("v2", "v1", "v2-systemd")
+# Where a tests/kernel module runs unless it sets a module-level LANES tuple (the systemd lane
+# boots a whole userland, so tests opt in to it).
+DEFAULT_LANES = ("v2", "v1")
 DEFAULT_TIMEOUT = 600.0  # seconds per lane; a TCG boot plus the basic tests takes well under 1/5
 KERNEL_CMDLINE = "console=ttyS0 panic=-1 quiet"
+LANE_CMDLINE = {
+    # systemd as PID 1 on cgroup v2, booting only the test unit (stage2.sh writes both units)
+    "v2-systemd": "systemd.unified_cgroup_hierarchy=1 systemd.unit=cgalloc-vm.target "
+    "systemd.show_status=0",
+}
 _TERMINAL_CONTROL = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|.)")  # SeaBIOS clears the screen
 
 
@@ -54,8 +64,9 @@ def tmp_keep_paths(paths: list[str]) -> list[str]:
     return sorted(keep)
 
 
-def job_env(lane: str, checkout: Path, pytest_args: list[str]) -> str:
-    """The shell fragment stage2.sh sources: lane, interpreter, checkout and pytest arguments."""
+def job_env(lane: str, checkout: Path, pytest_args: list[str], mode: str = "pytest") -> str:
+    """The shell fragment stage2.sh sources: lane, interpreter, checkout and pytest arguments
+    (mode "pytest"), or the command to run (mode "command")."""
     python = sys.executable
     host_paths = [python, os.path.realpath(python), sys.prefix, sys.base_prefix, str(checkout)]
     host_paths += [p for p in sys.path if p]
@@ -64,6 +75,7 @@ def job_env(lane: str, checkout: Path, pytest_args: list[str]) -> str:
     )
     values = {
         "LANE": lane,
+        "RUN_MODE": mode,
         "PYTHON": python,
         "CHECKOUT": str(checkout),
         "GUEST_PATH": guest_path,
@@ -76,8 +88,9 @@ def job_env(lane: str, checkout: Path, pytest_args: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def qemu_command(p: Prereqs, initramfs: Path, rundir: Path) -> list[str]:
+def qemu_command(p: Prereqs, initramfs: Path, rundir: Path, lane: str = "v2") -> list[str]:
     accel = os.environ.get("CGALLOC_VM_ACCEL", "tcg")  # nested KVM hangs on the CI hosts
+    cmdline = " ".join(filter(None, (KERNEL_CMDLINE, LANE_CMDLINE.get(lane))))
     return [
         p.qemu,
         "-accel", accel,
@@ -88,11 +101,55 @@ def qemu_command(p: Prereqs, initramfs: Path, rundir: Path) -> list[str]:
         "-nic", "none",
         "-kernel", str(p.kernel),
         "-initrd", str(initramfs),
-        "-append", KERNEL_CMDLINE,
+        "-append", cmdline,
         "-virtfs",
         "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
         "-virtfs", f"local,path={rundir},mount_tag=results,security_model=none",
     ]  # fmt: skip
+
+
+def boot(
+    lane: str,
+    p: Prereqs,
+    initramfs: Path,
+    rundir: Path,
+    timeout: float = DEFAULT_TIMEOUT,
+    on_output: Callable[[bytes], None] | None = None,
+) -> str | None:
+    """Boot `lane` with the job.env already in `rundir`; the serial console goes to
+    serial.log (and to `on_output` as it comes). Returns what went wrong, or None."""
+    with (rundir / "serial.log").open("wb") as log:
+        proc = subprocess.Popen(
+            qemu_command(p, initramfs, rundir, lane),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        timed_out = threading.Event()
+
+        def expire() -> None:
+            timed_out.set()
+            proc.kill()
+
+        timer = threading.Timer(timeout, expire)
+        timer.start()
+        try:
+            assert proc.stdout is not None
+            while chunk := proc.stdout.read1(65536):
+                log.write(chunk)
+                if on_output is not None:
+                    on_output(chunk)
+            code = proc.wait()
+        finally:
+            timer.cancel()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if timed_out.is_set():
+        return f"the VM did not finish within {timeout:.0f} s (CGALLOC_VM_TIMEOUT)"
+    if code != 0:
+        return f"qemu exited with status {code}"
+    return None
 
 
 def run_lane(
@@ -112,21 +169,7 @@ def run_lane(
     (rundir / f"{lane}.select").write_text(json.dumps(selection))
     run = LaneRun(lane, rundir)
     start = time.monotonic()
-    with run.serial_log.open("wb") as log:
-        try:
-            proc = subprocess.run(
-                qemu_command(p, initramfs, rundir),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            run.error = f"the VM did not finish within {timeout:.0f} s (CGALLOC_VM_TIMEOUT)"
-        else:
-            if proc.returncode != 0:
-                run.error = f"qemu exited with status {proc.returncode}"
+    run.error = boot(lane, p, initramfs, rundir, timeout)
     run.seconds = time.monotonic() - start
     rc_file, report = rundir / f"{lane}.rc", rundir / f"{lane}.json"
     if rc_file.is_file():

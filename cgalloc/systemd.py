@@ -1,0 +1,446 @@
+"""systemd as the owner of the cgroup tree: slices as transient units over D-Bus.
+
+With ``--cgroup-driver systemd`` on a host where systemd is PID 1, the kubelet creates its
+slices through systemd's Manager API (``StartTransientUnit``) and then writes the cgroupfs
+files itself. A directory made behind systemd's back is no unit: ``systemctl`` does not know it
+and systemd re-applies its own controller settings over it. cgalloc does the same as the
+kubelet: :class:`SystemdUnits` is apply's hook that starts each new slice as a transient unit
+carrying its limits, sets the limits of existing units with ``SetUnitProperties`` (remembering
+the old values), and undoes both on rollback and teardown. What it did is kept in
+``<state dir>/systemd.json`` (written before each D-Bus call, like the journal).
+
+The D-Bus client speaks to systemd's private socket (``/run/systemd/private``, root only, no
+dbus-daemon needed) with ``jeepney``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import posixpath
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from cgalloc.capacity import parse_cpuset
+from cgalloc.cgroupfs import parse_limit_value
+from cgalloc.errors import HostError, InputError
+from cgalloc.tree import (
+    SLICE_SUFFIX,
+    CgroupNameError,
+    driver_path,
+    expand_slice,
+    kubepods_name,
+    reserved_cgroup_path,
+)
+
+RUN_DIR = "/run/systemd/system"  # exists iff systemd is PID 1 (sd_booted())
+PRIVATE_SOCKET = "/run/systemd/private"
+RECORD_NAME = "systemd.json"
+MODES = ("auto", "yes", "no")
+UINT64_MAX = 2**64 - 1  # systemd's "infinity" for MemoryMax, TasksMax, CPUQuotaPerSecUSec
+USEC_PER_SEC = 1_000_000
+
+SYSTEMD1 = "org.freedesktop.systemd1"
+MANAGER_PATH = "/org/freedesktop/systemd1"
+MANAGER = "org.freedesktop.systemd1.Manager"
+PROPERTIES = "org.freedesktop.DBus.Properties"
+NO_SUCH_UNIT = "org.freedesktop.systemd1.NoSuchUnit"
+UNIT_INTERFACES = {
+    ".slice": "org.freedesktop.systemd1.Slice",
+    ".service": "org.freedesktop.systemd1.Service",
+    ".scope": "org.freedesktop.systemd1.Scope",
+}
+# Without these systemd turns the controllers off in its slices' parents on every realize
+# (daemon-reload included), which would drop the limits cgalloc writes.
+ACCOUNTING = ("CPUAccounting", "MemoryAccounting", "TasksAccounting")
+
+Property = tuple[str, tuple[str, object]]  # a(sv) element: (name, (signature, value))
+
+
+def systemd_running(run_dir: str = RUN_DIR) -> bool:
+    """True when systemd is PID 1 (what sd_booted() checks)."""
+    return os.path.isdir(run_dir)
+
+
+def use_dbus(mode: str, driver: str, running: bool) -> bool:
+    """Whether ``setup --systemd MODE`` goes through D-Bus; InputError/HostError when it cannot."""
+    if mode not in MODES:
+        raise InputError(f"--systemd {mode!r} is not one of auto, yes, no.")
+    if mode == "no" or (mode == "auto" and (driver != "systemd" or not running)):
+        return False
+    if driver != "systemd":
+        raise InputError(
+            "--systemd yes needs the systemd cgroup driver: --cgroup-driver systemd "
+            "(cgroupDriver: systemd)."
+        )
+    if not running:
+        raise HostError(f"--systemd yes needs systemd as PID 1 ({RUN_DIR} does not exist).")
+    return True
+
+
+# ---------------------------------------------------------------- limits as unit properties
+
+
+def cpuset_bitmask(text: str) -> bytes:
+    """A cpuset ("0-2,9") as systemd's AllowedCPUs: a little-endian bitmask, byte 0 = CPUs 0-7."""
+    cpus = parse_cpuset(text)
+    mask = sum(1 << c for c in cpus)
+    return mask.to_bytes((max(cpus) // 8 + 1) if cpus else 0, "little")
+
+
+def _uint(value: int) -> int:
+    return UINT64_MAX if value < 0 else value
+
+
+def unit_properties(files: dict[str, str], v2: bool) -> list[Property]:
+    """The unit properties for one cgroup's limit files ({file: value} as cgalloc writes them).
+
+    Files systemd has no property for (hugetlb, memory+swap, v1 cpuset) are left to cgroupfs.
+    """
+    props: list[Property] = []
+
+    def num(name: str, file: str) -> None:
+        if file in files:
+            props.append((name, ("t", _uint(int(parse_limit_value(file, files[file]))))))
+
+    if v2:
+        num("MemoryMax", "memory.max")
+        num("CPUWeight", "cpu.weight")
+        if "cpu.max" in files:
+            quota, period = parse_limit_value("cpu.max", files["cpu.max"])
+            per_sec = UINT64_MAX if quota < 0 else quota * USEC_PER_SEC // (period or 100_000)
+            props.append(("CPUQuotaPerSecUSec", ("t", per_sec)))
+            if period:
+                props.append(("CPUQuotaPeriodUSec", ("t", period)))
+        for name, file in (("AllowedCPUs", "cpuset.cpus"), ("AllowedMemoryNodes", "cpuset.mems")):
+            if file in files:
+                props.append((name, ("ay", cpuset_bitmask(files[file]))))
+    else:
+        if "memory.limit_in_bytes" in files:
+            limit = int(files["memory.limit_in_bytes"])
+            props.append(("MemoryLimit", ("t", _uint(limit))))
+        num("CPUShares", "cpu.shares")
+        if "cpu.cfs_quota_us" in files:
+            quota = int(files["cpu.cfs_quota_us"])
+            period = int(files.get("cpu.cfs_period_us", "100000"))
+            per_sec = UINT64_MAX if quota < 0 else quota * USEC_PER_SEC // period
+            props.append(("CPUQuotaPerSecUSec", ("t", per_sec)))
+    num("TasksMax", "pids.max")
+    return props
+
+
+def slice_unit(path: str) -> str | None:
+    """The slice unit whose cgroup is ``path`` (no leading '/'), or None when ``path`` is not
+    where systemd would put the slice its base name names."""
+    base = posixpath.basename(path)
+    if not base.endswith(SLICE_SUFFIX):
+        return None
+    try:
+        return base if expand_slice(base) == "/" + path else None
+    except CgroupNameError:
+        return None
+
+
+def existing_unit(path: str) -> str | None:
+    """The unit an existing cgroup belongs to: a slice at its place, or a service/scope
+    (``system.slice/kubelet.service``) directly in its slice."""
+    if path.endswith(SLICE_SUFFIX):
+        return slice_unit(path)
+    base, parent = posixpath.basename(path), posixpath.dirname(path)
+    if base.endswith((".service", ".scope")) and (not parent or slice_unit(parent)):
+        return base
+    return None
+
+
+def cgroup_roles(cfg) -> dict[str, str]:
+    """cgroup path (no leading '/') → role, for the unit descriptions ("cgalloc: kubepods")."""
+    roles = {}
+    driver = cfg.cgroup_driver
+    with contextlib.suppress(CgroupNameError):
+        roles[driver_path(kubepods_name(cfg.cgroup_root, driver), driver).lstrip("/")] = "kubepods"
+    for role, value in (
+        ("kube-reserved", cfg.kube_reserved_cgroup),
+        ("system-reserved", cfg.system_reserved_cgroup),
+    ):
+        with contextlib.suppress(CgroupNameError):
+            roles[reserved_cgroup_path(value, driver).lstrip("/")] = role
+    return roles
+
+
+def role_of(path: str, roles: dict[str, str]) -> str:
+    if path in roles:
+        return roles[path]
+    kubepods = next((p for p, r in roles.items() if r == "kubepods"), None)
+    if kubepods and posixpath.dirname(path) == kubepods:
+        qos = path.endswith(("-burstable.slice", "-besteffort.slice"))
+        return "qos" if qos else "pod"
+    return "pod" if kubepods and path.startswith(kubepods + "/") else "slice"
+
+
+# ---------------------------------------------------------------- the D-Bus client
+
+
+class SystemdError(HostError):
+    """systemd refused or failed a request."""
+
+
+class Systemd:
+    """A minimal client of systemd's Manager API on its private socket."""
+
+    def __init__(self, address: str = PRIVATE_SOCKET, timeout: float = 30.0) -> None:
+        self.address = address
+        self.timeout = timeout
+        self._conn = None
+
+    def _connection(self):
+        if self._conn is None:
+            from jeepney.io.blocking import DBusConnection, prep_socket
+            from jeepney.routing import MessageFilters
+
+            try:
+                sock = prep_socket(self.address, timeout=self.timeout)
+            except OSError as exc:
+                raise SystemdError(
+                    f"cannot reach systemd at {self.address}: {exc.strerror or exc}"
+                ) from exc
+            # A direct (peer) connection: there is no bus daemon to say Hello to.
+            conn = DBusConnection.__new__(DBusConnection)
+            super(DBusConnection, conn).__init__(sock)
+            conn._filters = MessageFilters()
+            self._conn = conn
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def call(
+        self,
+        method: str,
+        signature: str = "",
+        body: tuple = (),
+        path: str = MANAGER_PATH,
+        interface: str = MANAGER,
+    ) -> tuple:
+        from jeepney import DBusAddress, MessageType, new_method_call
+
+        msg = new_method_call(DBusAddress(path, SYSTEMD1, interface), method, signature, body)
+        conn = self._connection()
+        reply = conn.send_and_get_reply(msg, timeout=self.timeout)
+        if reply.header.message_type == MessageType.error:
+            from jeepney import HeaderFields
+
+            name = reply.header.fields.get(HeaderFields.error_name, "error")
+            text = reply.body[0] if reply.body else ""
+            raise SystemdError(
+                f"systemd {method}: {name}: {text}",
+            ) from None
+        return reply.body
+
+    def unit_path(self, name: str) -> str | None:
+        """The unit's object path, or None when systemd has no such unit loaded."""
+        try:
+            return self.call("GetUnit", "s", (name,))[0]
+        except SystemdError as err:
+            if NO_SUCH_UNIT in str(err):
+                return None
+            raise
+
+    def get(self, name: str, prop: str) -> tuple[str, object]:
+        """A unit property as (signature, value)."""
+        path = self.unit_path(name)
+        if path is None:
+            raise SystemdError(f"systemd has no unit {name}")
+        iface = UNIT_INTERFACES.get(os.path.splitext(name)[1], "org.freedesktop.systemd1.Unit")
+        return self.call("Get", "ss", (iface, prop), path=path, interface=PROPERTIES)[0]
+
+    def _job(self, method: str, signature: str, body: tuple) -> None:
+        """Call a method that queues a job and wait until the job is done."""
+        from jeepney import MatchRule
+
+        rule = MatchRule(type="signal", interface=MANAGER, member="JobRemoved")
+        conn = self._connection()
+        with conn.filter(rule, bufsize=64) as removed:
+            job = self.call(method, signature, body)[0]
+            deadline = time.monotonic() + self.timeout
+            while (left := deadline - time.monotonic()) > 0:
+                try:
+                    msg = conn.recv_until_filtered(removed, timeout=left)
+                except TimeoutError:
+                    break
+                _, path, unit, result = msg.body
+                if path == job:
+                    if result != "done":
+                        raise SystemdError(f"systemd {method} {unit}: job {result}")
+                    return
+        raise SystemdError(f"systemd {method} {body[0]}: the job did not end in {self.timeout} s")
+
+    def start_slice(self, name: str, description: str, props: Iterable[Property]) -> None:
+        """StartTransientUnit(name, "replace", Description + props, []) and wait for the job."""
+        body = [("Description", ("s", description)), *props]
+        self._job("StartTransientUnit", "ssa(sv)a(sa(sv))", (name, "replace", body, []))
+
+    def stop_unit(self, name: str) -> None:
+        """StopUnit(name, "replace") and wait; a unit systemd no longer has is already gone."""
+        if self.unit_path(name) is None:
+            return
+        self._job("StopUnit", "ss", (name, "replace"))
+
+    def set_properties(self, name: str, props: list[Property]) -> None:
+        """SetUnitProperties(name, runtime=true, props): until reboot, like systemctl --runtime."""
+        self.call("SetUnitProperties", "sba(sv)", (name, True, props))
+
+
+# ---------------------------------------------------------------- apply's hook
+
+
+@dataclass
+class UnitRecord:
+    """What cgalloc did through systemd: transient units it started, properties it changed."""
+
+    started: list[str] = field(default_factory=list)
+    changed: dict[str, dict[str, list]] = field(default_factory=dict)  # unit → prop → [sig, old]
+
+    def is_empty(self) -> bool:
+        return not (self.started or self.changed)
+
+    @classmethod
+    def load(cls, state_dir: str) -> UnitRecord:
+        try:
+            with open(os.path.join(state_dir, RECORD_NAME), encoding="utf-8") as fh:
+                data = json.load(fh)
+        except FileNotFoundError:
+            return cls()
+        return cls(list(data.get("started", [])), dict(data.get("changed", {})))
+
+    def save(self, state_dir: str) -> None:
+        target = os.path.join(state_dir, RECORD_NAME)
+        if self.is_empty():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(target)
+            return
+        tmp = target + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"started": self.started, "changed": self.changed}, fh, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+
+
+def _restorable(sig: str, value: object) -> list:
+    return [sig, list(value) if isinstance(value, bytes | bytearray) else value]
+
+
+def _wire_props(props: dict[str, list]) -> list[Property]:
+    """Recorded [signature, value] pairs back into D-Bus a(sv) (byte arrays were lists)."""
+    return [(p, (sig, bytes(v) if sig == "ay" else v)) for p, (sig, v) in props.items()]
+
+
+class SystemdUnits:
+    """apply's hook (see :func:`cgalloc.apply.apply`): the plan's slices become systemd units."""
+
+    def __init__(
+        self,
+        client: Systemd,
+        state_dir: str,
+        v2: bool,
+        files: dict[str, dict[str, str]],
+        roles: dict[str, str] | None = None,
+    ) -> None:
+        self.client = client
+        self.state_dir = state_dir
+        self.v2 = v2
+        self.files = files  # cgroup path → {file: value} the plan writes there
+        self.roles = roles or {}
+        self.record = UnitRecord.load(state_dir)
+        self._touched: set[str] = set()
+        self._before: dict[str, dict[str, list]] = {}  # unit → prop → [sig, value] this run
+
+    @classmethod
+    def for_plan(cls, client: Systemd, state_dir: str, plan, v2: bool, roles=None):
+        files: dict[str, dict[str, str]] = {}
+        for a in plan.actions:
+            if a.kind == "write":
+                files.setdefault(a.path, {})[a.file] = a.new
+        return cls(client, state_dir, v2, files, roles)
+
+    def properties(self, path: str) -> list[Property]:
+        return unit_properties(self.files.get(path, {}), self.v2)
+
+    def create(self, mount: str, path: str) -> bool:
+        """Before the plan's mkdir of ``path``: start it as a transient slice. True when the
+        directory exists afterwards (systemd made it), so the mkdir is skipped."""
+        name = slice_unit(path)
+        if name is None:
+            return False
+        if name not in self.record.started:
+            # Recorded first: a run killed during the call still stops the unit on teardown.
+            self.record.started.append(name)
+            self.record.save(self.state_dir)
+            props = [*((p, ("b", True)) for p in ACCOUNTING), *self.properties(path)]
+            self.client.start_slice(name, f"cgalloc: {role_of(path, self.roles)}", props)
+        return os.path.isdir(os.path.join(mount, path))
+
+    def before_write(self, path: str) -> None:
+        """Before the plan's first write in an existing cgroup: set its unit's properties,
+        keeping the old values for rollback and teardown."""
+        if path in self._touched:
+            return
+        self._touched.add(path)
+        name = existing_unit(path)
+        if name is None or name in self.record.started:
+            return
+        props = self.properties(path)
+        if not props or self.client.unit_path(name) is None:
+            return
+        before = {prop: _restorable(*self.client.get(name, prop)) for prop, _ in props}
+        self._before[name] = before
+        original = self.record.changed.setdefault(name, {})
+        for prop, value in before.items():
+            original.setdefault(prop, value)  # the first original wins, as in ownership
+        self.record.save(self.state_dir)
+        self.client.set_properties(name, props)
+
+    def rollback_properties(self) -> list[str]:
+        """Put back the properties this run set (their values before this run)."""
+        problems = []
+        for name, before in self._before.items():
+            try:
+                self.client.set_properties(name, _wire_props(before))
+            except SystemdError as err:
+                problems.append(f"{name}: restoring {', '.join(before)} failed: {err}")
+        self._before.clear()
+        return problems
+
+    def remove(self, path: str) -> bool:
+        """Undo ``create``: stop the unit (systemd removes its cgroup). False if not ours."""
+        name = slice_unit(path)
+        if name is None or name not in self.record.started:
+            return False
+        self.client.stop_unit(name)
+        self.record.started.remove(name)
+        self.record.save(self.state_dir)
+        return True
+
+
+def undo(client: Systemd, record: UnitRecord, state_dir: str) -> list[str]:
+    """Restore the properties ``record`` changed and stop the units it started (last first)."""
+    problems = []
+    for name, props in list(record.changed.items()):
+        try:
+            if client.unit_path(name) is not None:
+                client.set_properties(name, _wire_props(props))
+            del record.changed[name]
+        except SystemdError as err:
+            problems.append(f"{name}: restoring {', '.join(props)} failed: {err}")
+    for name in reversed(list(record.started)):
+        try:
+            client.stop_unit(name)
+            record.started.remove(name)
+        except SystemdError as err:
+            problems.append(f"{name}: stopping the transient unit failed: {err}")
+    record.save(state_dir)
+    return problems

@@ -1,0 +1,98 @@
+"""`cgalloc setup --cgroup-driver systemd` with systemd as PID 1 (the v2-systemd lane): the
+slices are transient units carrying the limits, they survive a daemon-reload, and teardown
+stops them and restores what it changed on existing units.
+
+Expected values follow the kubelet: kubepods memory = 600Mi − 150Mi kube − 150Mi system
+reserved; kubepods cpu.shares = MilliCPUToShares(2000) = 2048, which the kubelet's linear
+conversion makes weight 1 + (2048 − 2) · 9999 / 262142 = 79; an empty burstable tier has the
+minimum 2 shares = weight 1.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+from kernel.test_setup_kernel import NODE, cgalloc, listing
+from kernel.util import CGROUP_ROOT, read
+
+LANES = ("v2-systemd",)
+
+SYSTEMD_NODE = [
+    *NODE,
+    "--cgroup-driver",
+    "systemd",
+    "--enforce",
+    "pods,kube-reserved,system-reserved",
+    "--kube-reserved-cgroup",
+    "/kube.slice",
+    "--system-reserved-cgroup",
+    "/system.slice",
+]
+KUBEPODS_MEMORY = str(300 << 20)
+RESERVED_MEMORY = str(150 << 20)
+UNITS = ("kubepods.slice", "kubepods-burstable.slice", "kubepods-besteffort.slice", "kube.slice")
+
+
+def systemctl(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["systemctl", *args], capture_output=True, text=True, timeout=60)
+
+
+def show(unit: str, prop: str) -> str:
+    done = systemctl("show", unit, "-p", prop, "--value")
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def tree_files() -> dict[str, str]:
+    return {
+        "kubepods memory.max": read(CGROUP_ROOT / "kubepods.slice/memory.max"),
+        "kubepods cpu.weight": read(CGROUP_ROOT / "kubepods.slice/cpu.weight"),
+        "burstable cpu.weight": read(
+            CGROUP_ROOT / "kubepods.slice/kubepods-burstable.slice/cpu.weight"
+        ),
+        "kube.slice memory.max": read(CGROUP_ROOT / "kube.slice/memory.max"),
+        "system.slice memory.max": read(CGROUP_ROOT / "system.slice/memory.max"),
+    }
+
+
+def test_slices_are_transient_units_that_survive_reload_and_teardown(tmp_path):
+    assert show("system.slice", "MemoryMax") == "infinity"
+    before = listing()
+    state = ["--state-dir", str(tmp_path / "state")]
+    done = cgalloc("setup", *SYSTEMD_NODE, *state)
+    try:
+        assert done.returncode == 0, done.stdout + done.stderr
+        for unit in UNITS:
+            assert systemctl("is-active", unit).stdout.strip() == "active", unit
+            assert show(unit, "Transient") == "yes", unit
+        assert show("kubepods.slice", "Description") == "cgalloc: kubepods"
+        assert show("kubepods-burstable.slice", "Description") == "cgalloc: qos"
+        assert show("kube.slice", "Description") == "cgalloc: kube-reserved"
+        assert show("kubepods.slice", "MemoryMax") == KUBEPODS_MEMORY
+        assert show("kubepods.slice", "CPUWeight") == "79"
+        assert show("kubepods-burstable.slice", "CPUWeight") == "1"
+        assert show("kube.slice", "MemoryMax") == RESERVED_MEMORY
+        # system.slice is systemd's own: not started, its MemoryMax set as a runtime property
+        assert show("system.slice", "Transient") == "no"
+        assert show("system.slice", "MemoryMax") == RESERVED_MEMORY
+        expected = {
+            "kubepods memory.max": KUBEPODS_MEMORY,
+            "kubepods cpu.weight": "79",
+            "burstable cpu.weight": "1",
+            "kube.slice memory.max": RESERVED_MEMORY,
+            "system.slice memory.max": RESERVED_MEMORY,
+        }
+        assert tree_files() == expected
+        reload = systemctl("daemon-reload")
+        assert reload.returncode == 0, reload.stderr
+        assert tree_files() == expected
+        verify = cgalloc("verify", *SYSTEMD_NODE)
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+    finally:
+        down = cgalloc("teardown", *state)
+        assert down.returncode == 0, down.stdout + down.stderr
+    for unit in UNITS:
+        assert systemctl("is-active", unit).stdout.strip() == "inactive", unit
+    assert show("system.slice", "MemoryMax") == "infinity"
+    assert read(CGROUP_ROOT / "system.slice/memory.max") == "max"
+    assert listing() == before
