@@ -1,26 +1,38 @@
 """Setup of a node tree with 1000 pod cgroups: cgalloc against what provisioning scripts do.
 
-Contenders, on a fake cgroup v2 tree in a temporary directory (the host's cgroups are not ours
-to write; real-kernel writes belong in the VM lanes):
+Contenders, cold (a fresh tree each round) and as a re-run over the finished tree:
 
-- cgalloc setup (in-process CLI: plan, journal, apply, record), cold and as a re-run;
-- a shell script doing the same mkdir / echo work, cold and re-run (it cannot tell what is
-  already right, so a re-run writes everything again);
-- libcgroup's cgcreate/cgset: skipped on the host, the reason is recorded in the table.
+- cgalloc setup (in-process CLI: plan, journal, apply, record);
+- a shell script doing the same mkdir / echo work (it cannot tell what is already right, so a
+  re-run writes everything again);
+- libcgroup: ``cgcreate`` per new cgroup and one ``cgset`` per cgroup for its values
+  (controller enabling, which cgset cannot do, is echoed as in the shell script).
+
+Two modes:
+
+- default, on this host: a fake cgroup v2 tree in a temporary directory (the host's cgroups are
+  not ours to write). A fake tree's new directories are filled with interface files by the
+  test-only fake kernel; that emulation, which a real cgroupfs does for free, is timed and
+  shown apart. libcgroup does not run there (it acts on mounted cgroupfs only).
+- ``CGALLOC_BENCH_REAL=1``, inside a VM lane only: the real cgroupfs at /sys/fs/cgroup, under a
+  fresh ``cgalloc-test-bench-<pid>-<n>`` cgroup root per round, all removed afterwards. It
+  enables controllers in the root's cgroup.subtree_control, so never run it on a real node:
+  ``python -m tests.vm.run --lane v2 -- python -m pytest bench/bench_setup.py --benchmark-only``.
 
 Targets (recorded, not asserted): the re-run makes zero writes; cold setup no slower than the
-shell script. Note cgalloc's cold time includes the fake-kernel emulation that fills each new
-directory with interface files (a real cgroupfs does that for free).
+shell script.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -29,10 +41,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import fakecgroup
 
+from bench import results
+from cgalloc.cgroupfs import detect
 from cgalloc.cli import main
+from cgalloc.plan import hierarchy_mounts
 
 PODS = int(os.environ.get("CGALLOC_BENCH_PODS", "1000"))
-ROUNDS = 3
+REAL = os.environ.get("CGALLOC_BENCH_REAL") == "1"
+ROUNDS = int(os.environ.get("CGALLOC_BENCH_ROUNDS", "3"))
 NODE = [
     "--capacity",
     "cpu=32,memory=128Gi,pid=4194304,ephemeral-storage=500Gi",
@@ -42,11 +58,33 @@ NODE = [
     "cpu=500m,memory=1Gi",
     "--enforce",
     "pods,system-reserved",
-    "--system-reserved-cgroup",
-    "/system.slice",
 ]
 QOS = ("burstable", "besteffort", "guaranteed")
-RESULTS: dict[str, tuple[float | None, str]] = {}  # contender -> (median seconds, note)
+# contender -> (best seconds, changes made, note)
+RESULTS: dict[str, tuple[float | None, int | None, str]] = {}
+_serial = itertools.count()
+
+
+class TimedKernel:
+    """The fake kernel, with the time it spends filling and clearing fake cgroup directories."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def __getattr__(self, name: str):
+        hook = getattr(fakecgroup.KERNEL, name)
+
+        def timed(*args):
+            start = time.perf_counter()
+            try:
+                return hook(*args)
+            finally:
+                self.seconds += time.perf_counter() - start
+
+        return timed
+
+
+KERNEL = TimedKernel()
 
 
 def _pods_file(directory: Path) -> Path:
@@ -65,20 +103,27 @@ def _pods_file(directory: Path) -> Path:
 
 
 class Node:
-    """A fresh fake tree plus the arguments to set it up."""
+    """A fresh tree (fake, or a new cgroup root on the real cgroupfs) and its setup arguments."""
 
     def __init__(self) -> None:
-        self.base = Path(tempfile.mkdtemp(prefix="cgalloc-bench-setup-"))
-        self.root = fakecgroup.make_tree(self.base, "v2")
-        self.args = [
-            *NODE,
-            "--pods",
-            str(_pods_file(self.base)),
-            "--cgroupfs",
-            str(self.root),
-            "--state-dir",
-            str(self.base / "state"),
-        ]
+        # tmpfs when there is one: a disk filesystem's file creation would dominate a fake tree
+        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+        self.base = Path(tempfile.mkdtemp(prefix="cgalloc-bench-setup-", dir=shm))
+        self.created: list[Path] = []
+        if REAL:
+            self.root = Path("/sys/fs/cgroup")
+            self.name = f"cgalloc-test-bench-{os.getpid()}-{next(_serial)}"
+            mounts = sorted(set(hierarchy_mounts(detect(str(self.root))).values()))
+            for m in mounts:
+                os.mkdir(os.path.join(m, self.name))
+                self.created.append(Path(m, self.name))
+            tree = ["--cgroup-root", f"/{self.name}"]
+            tree += ["--system-reserved-cgroup", f"/{self.name}/system.slice"]
+        else:
+            self.root = fakecgroup.make_tree(self.base, "v2")
+            tree = ["--cgroupfs", str(self.root), "--system-reserved-cgroup", "/system.slice"]
+        self.args = [*NODE, *tree, "--pods", str(_pods_file(self.base))]
+        self.args += ["--state-dir", str(self.base / "state")]
 
     def cgalloc(self, *extra: str) -> dict:
         out = self.base / "out.json"
@@ -93,29 +138,71 @@ class Node:
                 sys.stdout = stdout
         return json.loads(out.read_text())
 
-    def script(self) -> Path:
-        """The shell script a provisioner would write for the same tree (mkdir + echo)."""
-        plan = self.cgalloc("--dry-run")["plan"]
+    def actions(self) -> list[dict]:
+        return self.cgalloc("--dry-run")["plan"]["actions"]
+
+    def shell_script(self) -> tuple[Path, int]:
+        """The script a provisioner would write for the same tree (mkdir + echo)."""
         lines = ["set -e"]
-        for a in plan["actions"]:
+        acts = self.actions()
+        for a in acts:
             target = self.root / a["path"]
             if a["action"] == "mkdir":
                 lines.append(f"mkdir -p '{target}'")
             else:
                 lines.append(f"echo '{a['new']}' > '{target}'")
-        path = self.base / "setup.sh"
+        return self._script("setup.sh", lines), len(acts)
+
+    def libcgroup_script(self) -> tuple[Path, int]:
+        """The same tree through cgcreate (per cgroup) and cgset (per cgroup, all its values)."""
+        acts = self.actions()
+        ctrls = sorted(
+            {c.lstrip("+") for a in acts if a["action"] == "enable" for c in a["new"].split()}
+        )
+        lines, made, pending = ["set -e"], set(), {}
+
+        def flush() -> None:
+            for cgroup, values in pending.items():
+                flags = " ".join(f"-r '{f}={v}'" for f, v in values)
+                lines.append(f"cgset {flags} '/{cgroup}'")
+            pending.clear()
+
+        for a in acts:
+            if a["action"] == "mkdir":
+                flush()
+                if a["cgroup"] not in made:
+                    made.add(a["cgroup"])
+                    lines.append(
+                        f"cgcreate -g {','.join(ctrls) or 'cpu,memory,pids'}:/{a['cgroup']}"
+                    )
+            elif a["action"] == "enable":
+                flush()
+                lines.append(f"echo '{a['new']}' > '{self.root / a['path']}'")
+            else:
+                pending.setdefault(a["cgroup"], []).append((os.path.basename(a["path"]), a["new"]))
+        flush()
+        return self._script("libcgroup.sh", lines), len(acts)
+
+    def _script(self, name: str, lines: list[str]) -> Path:
+        path = self.base / name
         path.write_text("\n".join(lines) + "\n")
         return path
 
     def remove(self) -> None:
+        # Only what this node created: every cgroup below its own root, children first.
+        for top in self.created:
+            for d, _subdirs, _files in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
+                os.rmdir(d)
         shutil.rmtree(self.base, ignore_errors=True)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _env():
-    saved = {k: os.environ.get(k) for k in ("CGALLOC_TEST_ALLOW_ANY_FS", "CGALLOC_TEST_KERNEL")}
-    os.environ["CGALLOC_TEST_ALLOW_ANY_FS"] = "1"
-    os.environ["CGALLOC_TEST_KERNEL"] = "fakecgroup:KERNEL"
+    keys = ("CGALLOC_TEST_ALLOW_ANY_FS", "CGALLOC_TEST_KERNEL", "CGALLOC_TEST_MOUNTINFO")
+    saved = {k: os.environ.get(k) for k in keys}
+    if not REAL:
+        os.environ["CGALLOC_TEST_ALLOW_ANY_FS"] = "1"
+        os.environ["CGALLOC_TEST_KERNEL"] = f"{__name__}:KERNEL"
     yield
     for k, v in saved.items():
         if v is None:
@@ -123,92 +210,135 @@ def _env():
         else:
             os.environ[k] = v
     if RESULTS:
-        # written past pytest's capture so the table shows in every run mode
-        print(
-            f"\n== setup of a tree with {PODS} pod cgroups (fake v2 tree) ==", file=sys.__stderr__
-        )
-        print("\n".join(table()), file=sys.__stderr__)
+        where = "real cgroupfs" if REAL else "fake v2 tree"
+        results.SECTIONS.append((f"setup of a tree with {PODS} pod cgroups ({where})", table()))
 
 
-def _mountinfo(node: Node) -> None:
-    os.environ["CGALLOC_TEST_MOUNTINFO"] = str(node.base / "mountinfo")
-
-
-def _median(benchmark) -> float:
-    return benchmark.stats.stats.median
+def _fresh() -> Node:
+    node = Node()
+    if not REAL:
+        os.environ["CGALLOC_TEST_MOUNTINFO"] = str(node.base / "mountinfo")
+    return node
 
 
 def test_cgalloc_cold(benchmark):
     nodes: list[Node] = []
+    emulation: list[float] = []
 
     def fresh():
-        nodes.append(Node())
-        _mountinfo(nodes[-1])
+        nodes.append(_fresh())
+        KERNEL.seconds = 0.0
         return (), {}
 
-    result = benchmark.pedantic(lambda: nodes[-1].cgalloc(), setup=fresh, rounds=ROUNDS)
-    RESULTS["cgalloc cold"] = (_median(benchmark), f"{result['writes']} changes (mkdir + write)")
+    def run():
+        result = nodes[-1].cgalloc()
+        emulation.append(KERNEL.seconds)
+        return result
+
+    result = benchmark.pedantic(run, setup=fresh, rounds=ROUNDS)
+    best = benchmark.stats.stats.min
+    RESULTS["cgalloc cold"] = (best, result["writes"], "")
+    if not REAL:
+        fake = min(emulation)
+        note = "the fake kernel filling new dirs with files (cgroupfs does it in mkdir)"
+        RESULTS["  of which fake-kernel emulation"] = (fake, None, note)
+        RESULTS["cgalloc cold without the emulation"] = (best - fake, result["writes"], "")
     for n in nodes:
         n.remove()
 
 
 def test_cgalloc_rerun(benchmark):
-    node = Node()
-    _mountinfo(node)
-    node.cgalloc()
-    result = benchmark.pedantic(node.cgalloc, rounds=ROUNDS)
-    RESULTS["cgalloc re-run"] = (_median(benchmark), f"{result['writes']} changes (mkdir + write)")
-    node.remove()
+    node = _fresh()
+    try:
+        node.cgalloc()
+        result = benchmark.pedantic(node.cgalloc, rounds=ROUNDS)
+        RESULTS["cgalloc re-run"] = (benchmark.stats.stats.min, result["writes"], "")
+    finally:
+        node.remove()
 
 
-def _shell(benchmark, name: str, rerun: bool) -> None:
+def _script(benchmark, name: str, kind: str, rerun: bool) -> None:
     nodes: list[Node] = []
-    writes: list[int] = []
+    changes: list[int] = []
 
     def fresh():
-        node = Node()
-        _mountinfo(node)
-        script = node.script()
-        writes.append(len(script.read_text().splitlines()) - 1)  # mkdirs + echos
-        if rerun:
-            subprocess.run(["bash", str(script)], check=True)
+        node = _fresh()
         nodes.append(node)
+        script, count = node.shell_script() if kind == "shell" else node.libcgroup_script()
+        changes.append(count)
+        if rerun:
+            subprocess.run(["bash", str(script)], check=True, capture_output=True)
         return (script,), {}
 
-    benchmark.pedantic(
-        lambda s: subprocess.run(["bash", str(s)], check=True), setup=fresh, rounds=ROUNDS
-    )
-    RESULTS[name] = (_median(benchmark), f"{writes[0]} changes (mkdir + write)")
-    for n in nodes:
-        n.remove()
+    try:
+        benchmark.pedantic(
+            lambda s: subprocess.run(["bash", str(s)], check=True, capture_output=True),
+            setup=fresh,
+            rounds=ROUNDS,
+        )
+    finally:
+        for n in nodes:
+            n.remove()
+    note = "writes everything again" if rerun else ""
+    RESULTS[name] = (benchmark.stats.stats.min, changes[0], note)
 
 
 def test_shell_cold(benchmark):
-    _shell(benchmark, "shell mkdir/echo cold", rerun=False)
+    _script(benchmark, "shell mkdir/echo cold", "shell", rerun=False)
 
 
 def test_shell_rerun(benchmark):
-    _shell(benchmark, "shell mkdir/echo re-run", rerun=True)
+    _script(benchmark, "shell mkdir/echo re-run", "shell", rerun=True)
 
 
-def test_libcgroup():
-    reason = (
-        "not installed"
-        if shutil.which("cgcreate") is None
-        else "cgcreate/cgset only act on mounted cgroupfs (they read /proc/mounts); the host's "
-        "cgroups are not ours to write, so this column runs only inside the VM"
-    )
-    RESULTS["libcgroup cgcreate/cgset"] = (None, reason)
+def _libcgroup_skip() -> None:
+    if shutil.which("cgcreate") is None or shutil.which("cgset") is None:
+        reason = "cgcreate/cgset not installed (Debian cgroup-tools)"
+    elif not REAL:
+        reason = (
+            "cgcreate/cgset act on mounted cgroupfs only; run with CGALLOC_BENCH_REAL=1 in a VM"
+        )
+    else:
+        return
+    RESULTS.setdefault("libcgroup cgcreate/cgset cold", (None, None, reason))
     pytest.skip(reason)
 
 
+def test_libcgroup_cold(benchmark):
+    _libcgroup_skip()
+    _script(benchmark, "libcgroup cgcreate/cgset cold", "libcgroup", rerun=False)
+
+
+def test_libcgroup_rerun(benchmark):
+    _libcgroup_skip()
+    _script(benchmark, "libcgroup cgcreate/cgset re-run", "libcgroup", rerun=True)
+
+
 def table() -> list[str]:
-    rows = [("contender", "median", "vs shell", "note")]
-    for name, (secs, note) in RESULTS.items():
+    """Best time of each contender, its ratio to the shell script of the same kind, changes."""
+    rows = [("contender", "best", "vs shell", "changes", "note")]
+    for name, (secs, changes, note) in RESULTS.items():
         kind = "re-run" if "re-run" in name else "cold"
-        shell = RESULTS.get(f"shell mkdir/echo {kind}", (None, ""))[0]
+        shell = RESULTS.get(f"shell mkdir/echo {kind}", (None, None, ""))[0]
         ratio = f"{secs / shell:.2f}x" if secs is not None and shell else "-"
         shown = f"{secs * 1000:.1f} ms" if secs is not None else "skipped"
-        rows.append((name, shown, ratio, note))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    return ["  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3] for r in rows]
+        rows.append((name, shown, ratio, "-" if changes is None else str(changes), note))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows]
+    lines += ["targets:", *_verdicts()]
+    return lines
+
+
+def _verdicts() -> list[str]:
+    out = []
+    rerun = RESULTS.get("cgalloc re-run")
+    if rerun and rerun[1] is not None:
+        ok = "MET" if rerun[1] == 0 else f"GAP: {rerun[1]} changes"
+        out.append(f"  re-run makes zero writes: {ok}")
+    cold = RESULTS.get("cgalloc cold without the emulation") or RESULTS.get("cgalloc cold")
+    shell = RESULTS.get("shell mkdir/echo cold")
+    if cold and shell and cold[0] and shell[0]:
+        ratio = cold[0] / shell[0]
+        ok = f"MET ({ratio:.2f}x)" if ratio <= 1 else f"GAP: {ratio:.2f}x the shell script"
+        out.append(f"  cold setup no slower than the shell script: {ok}")
+    return out

@@ -31,6 +31,9 @@ def pytest_terminal_summary(terminalreporter):
     if results.ROWS:
         terminalreporter.write_sep("=", f"cgroup read cost, {PODS} pods x {CONTAINERS} containers")
         terminalreporter.write_line(results.table())
+    for title, lines in results.SECTIONS:
+        terminalreporter.write_sep("=", title)
+        terminalreporter.write_line("\n".join(lines))
 
 
 FD_MARGIN = 256  # fds left for Python, pytest and the roots

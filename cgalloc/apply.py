@@ -130,9 +130,14 @@ def _perform(
         if kernel is not None:
             kernel.after_mkdir(a.mount, a.path)
     else:
+        value = a.new
         if units is not None and a.kind == "write":
             units.before_write(a.path)
-        _write(roots, a.mount, _rel(a.path, a.file), a.new, kernel)
+        elif units is not None and a.kind == "enable":
+            value = units.enable_value(value)
+            if not value:
+                return
+        _write(roots, a.mount, _rel(a.path, a.file), value, kernel)
 
 
 def _undo(roots: Roots, a: Action, kernel: KernelHooks | None, created: set, units=None) -> None:

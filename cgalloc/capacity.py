@@ -16,6 +16,8 @@ from cgalloc.quantity import BINARY_SI, Quantity
 from cgalloc.resources import CPU, EPHEMERAL_STORAGE, HUGEPAGES_PREFIX, MEMORY, PID, ResourceList
 
 CPUSET_FORM = "a CPU list such as 0-3,8"
+# The kernel's largest NR_CPUS (x86 MAXSMP); a bound keeps "0-99999999999" from building a huge set.
+MAX_CPU_ID = 8191
 
 
 def parse_cpuset(text: str) -> frozenset[int]:
@@ -34,6 +36,11 @@ def parse_cpuset(text: str) -> frozenset[int]:
         start, end = int(first), int(last) if sep else int(first)
         if end < start:
             raise ValueError(f"{text!r} has a descending range {item!r}; expected {CPUSET_FORM}")
+        if end > MAX_CPU_ID:
+            raise ValueError(
+                f"{text!r} names CPU {end}, above the kernel's limit of {MAX_CPU_ID}; "
+                f"expected {CPUSET_FORM}"
+            )
         cpus.update(range(start, end + 1))
     return frozenset(cpus)
 

@@ -23,6 +23,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from jeepney import DBusAddress, HeaderFields, MatchRule, MessageType, new_method_call
+from jeepney.io.blocking import DBusConnection, DBusConnectionBase, prep_socket
+from jeepney.io.common import MessageFilters
+
 from cgalloc.capacity import parse_cpuset
 from cgalloc.cgroupfs import parse_limit_value
 from cgalloc.errors import HostError, InputError
@@ -55,6 +59,9 @@ UNIT_INTERFACES = {
 # Without these systemd turns the controllers off in its slices' parents on every realize
 # (daemon-reload included), which would drop the limits cgalloc writes.
 ACCOUNTING = ("CPUAccounting", "MemoryAccounting", "TasksAccounting")
+
+# The v2 controllers systemd enables and disables in its units' parents (cgroup-util.h).
+SYSTEMD_CONTROLLERS = frozenset({"cpu", "cpuset", "io", "memory", "pids"})
 
 Property = tuple[str, tuple[str, object]]  # a(sv) element: (name, (signature, value))
 
@@ -186,6 +193,14 @@ class SystemdError(HostError):
     """systemd refused or failed a request."""
 
 
+class _PeerConnection(DBusConnection):
+    """A direct connection to systemd: no bus daemon in between, so no Hello."""
+
+    def __init__(self, sock) -> None:
+        DBusConnectionBase.__init__(self, sock)
+        self._filters = MessageFilters()
+
+
 class Systemd:
     """A minimal client of systemd's Manager API on its private socket."""
 
@@ -194,22 +209,15 @@ class Systemd:
         self.timeout = timeout
         self._conn = None
 
-    def _connection(self):
+    def _connection(self) -> _PeerConnection:
         if self._conn is None:
-            from jeepney.io.blocking import DBusConnection, prep_socket
-            from jeepney.routing import MessageFilters
-
             try:
                 sock = prep_socket(self.address, timeout=self.timeout)
             except OSError as exc:
                 raise SystemdError(
                     f"cannot reach systemd at {self.address}: {exc.strerror or exc}"
                 ) from exc
-            # A direct (peer) connection: there is no bus daemon to say Hello to.
-            conn = DBusConnection.__new__(DBusConnection)
-            super(DBusConnection, conn).__init__(sock)
-            conn._filters = MessageFilters()
-            self._conn = conn
+            self._conn = _PeerConnection(sock)
         return self._conn
 
     def close(self) -> None:
@@ -225,19 +233,13 @@ class Systemd:
         path: str = MANAGER_PATH,
         interface: str = MANAGER,
     ) -> tuple:
-        from jeepney import DBusAddress, MessageType, new_method_call
-
         msg = new_method_call(DBusAddress(path, SYSTEMD1, interface), method, signature, body)
         conn = self._connection()
         reply = conn.send_and_get_reply(msg, timeout=self.timeout)
         if reply.header.message_type == MessageType.error:
-            from jeepney import HeaderFields
-
             name = reply.header.fields.get(HeaderFields.error_name, "error")
             text = reply.body[0] if reply.body else ""
-            raise SystemdError(
-                f"systemd {method}: {name}: {text}",
-            ) from None
+            raise SystemdError(f"systemd {method}: {name}: {text}")
         return reply.body
 
     def unit_path(self, name: str) -> str | None:
@@ -259,8 +261,6 @@ class Systemd:
 
     def _job(self, method: str, signature: str, body: tuple) -> None:
         """Call a method that queues a job and wait until the job is done."""
-        from jeepney import MatchRule
-
         rule = MatchRule(type="signal", interface=MANAGER, member="JobRemoved")
         conn = self._connection()
         with conn.filter(rule, bufsize=64) as removed:
@@ -383,6 +383,12 @@ class SystemdUnits:
             props = [*((p, ("b", True)) for p in ACCOUNTING), *self.properties(path)]
             self.client.start_slice(name, f"cgalloc: {role_of(path, self.roles)}", props)
         return os.path.isdir(os.path.join(mount, path))
+
+    def enable_value(self, value: str) -> str:
+        """What to write for the plan's "+cpu +cpuset ..." in a subtree_control: only the
+        controllers systemd leaves alone (hugetlb, ...). systemd enables the others itself for
+        the units' properties, and turns off what no unit asks for on every realize."""
+        return " ".join(c for c in value.split() if c.lstrip("+-") not in SYSTEMD_CONTROLLERS)
 
     def before_write(self, path: str) -> None:
         """Before the plan's first write in an existing cgroup: set its unit's properties,

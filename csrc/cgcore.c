@@ -409,18 +409,37 @@ static void cell_ptrs(const struct job *j, long i, const cg_spec **spec, uint64_
     *s = j->st + cell;
 }
 
+/* The file of one cell, opened through its directory's fd (so a dir's path is resolved once,
+ * not once per file). A name with a '/' is resolved beneath the root like any path. */
+static int open_in_dir(const struct job *j, int dirfd, const char *dir, const cg_spec *spec)
+{
+    if (strchr(spec->name, '/'))
+        return open_cell(j->rootfd, dir, spec);
+    return open_component(dirfd, spec->name, O_RDONLY);
+}
+
 static void *read_worker(void *arg)
 {
     struct job *j = arg;
+    long cur = -1;
+    int dirfd = -1;
 
     for (long i = j->lo; i < j->hi; i++) {
         const cg_spec *spec;
         uint64_t *v;
         uint8_t *s;
         ssize_t n;
+        long d = i / j->lay->nspecs;
+        const char *dir = j->dirs[d];
 
         cell_ptrs(j, i, &spec, &v, &s);
-        int fd = open_cell(j->rootfd, j->dirs[i / j->lay->nspecs], spec);
+        if (d != cur) {
+            if (dirfd >= 0 && dirfd != j->rootfd)
+                close(dirfd);
+            cur = d;
+            dirfd = *dir ? open_beneath(j->rootfd, dir, O_PATH | O_DIRECTORY, 0) : j->rootfd;
+        }
+        int fd = dirfd < 0 ? dirfd : open_in_dir(j, dirfd, dir, spec);
         if (fd < 0) {
             fill(spec->ncells, v, s, errno_status(-fd));
             continue;
@@ -433,6 +452,8 @@ static void *read_worker(void *arg)
         errno = e;
         parse_read(spec, n, j->buf, j->bufsize, v, s);
     }
+    if (dirfd >= 0 && dirfd != j->rootfd)
+        close(dirfd);
     return NULL;
 }
 

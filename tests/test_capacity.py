@@ -60,3 +60,9 @@ def test_real_host_capacity_is_sane():
     cap = read_capacity("/")
     assert cap["cpu"].value() == len(os.sched_getaffinity(0) & online_cpus())
     assert cap["memory"].value() > 0 and cap["pid"].value() > 0
+
+
+def test_parse_cpuset_rejects_cpu_numbers_beyond_the_kernel_limit():
+    assert parse_cpuset("8190-8191") == {8190, 8191}
+    with pytest.raises(ValueError, match="above the kernel's limit"):
+        parse_cpuset("0-99999999999")

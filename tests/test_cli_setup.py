@@ -25,13 +25,17 @@ NODE = [
 ]
 
 
-@pytest.fixture
-def tree(tmp_path, monkeypatch):
-    root, _ = fake_hierarchy(tmp_path, "v2")
+def fake_tree(tmp_path: Path, monkeypatch, version: str) -> Path:
+    root, _ = fake_hierarchy(tmp_path, version)
     monkeypatch.setenv("CGALLOC_TEST_ALLOW_ANY_FS", "1")
     monkeypatch.setenv("CGALLOC_TEST_KERNEL", "fakecgroup:KERNEL")
     monkeypatch.setenv("CGALLOC_TEST_MOUNTINFO", str(tmp_path / "mountinfo"))
     return root
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    return fake_tree(tmp_path, monkeypatch, "v2")
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -215,6 +219,80 @@ def test_kubelet_config_notes_unit_paths_under_systemd(capsys):
     )
     assert code == 0
     assert out.splitlines()[1].startswith(
-        "# NOTE: kubeReservedCgroup /system.slice/kubelet.service is a systemd unit path: "
-        "the kubelet's systemd driver cannot take unit paths"
+        "# NOTE: kubeReservedCgroup /system.slice/kubelet.service is a systemd unit path, "
+        "which the kubelet's systemd driver cannot take"
     )
+    doc = yaml.safe_load(out)
+    # The kubelet would fail to start on /kubelet.service.slice: neither the cgroup nor its
+    # enforcement is handed to it; the reservation itself still counts in Allocatable.
+    assert "kubeReservedCgroup" not in doc
+    assert doc["enforceNodeAllocatable"] == ["pods"]
+    assert doc["kubeReserved"] == {"cpu": "100m"}
+
+
+def test_kubelet_config_fed_back_gives_the_same_numbers(capsys, tmp_path):
+    inputs = [*NODE, "--eviction-hard", "memory.available<250Mi,nodefs.available<7%"]
+    code, fragment, _ = run(capsys, "kubelet-config", *inputs)
+    assert code == 0
+    config = tmp_path / "kubelet.yaml"
+    config.write_text(fragment)
+    capacity = ["--capacity", NODE[1]]
+    code, direct, _ = run(capsys, "show", *inputs, "-o", "json")
+    assert code == 0
+    code, fed_back, _ = run(capsys, "show", "--config", str(config), *capacity, "-o", "json")
+    assert code == 0
+    assert json.loads(fed_back) == json.loads(direct)
+
+
+@pytest.fixture
+def v1_tree(tmp_path, monkeypatch):
+    return fake_tree(tmp_path, monkeypatch, "v1")
+
+
+V1_DIRS = ("cpu,cpuacct", "cpuset", "hugetlb", "memory", "pids", "systemd")
+
+
+@pytest.mark.parametrize("dry_run", [["--dry-run"], []])
+def test_missing_cgroup_root_fails_before_any_write(v1_tree, tmp_path, capsys, dry_run):
+    (v1_tree / "memory" / "mycg").mkdir()
+    (v1_tree / "pids" / "mycg").mkdir()
+    before = snapshot(v1_tree)
+    code, out, err = run(
+        capsys, "setup", *dry_run, *NODE, "--cgroup-root", "/mycg", *where(v1_tree, tmp_path)
+    )
+    assert (code, out) == (3, "")
+    missing = [d for d in V1_DIRS if d not in ("memory", "pids")]
+    assert err.splitlines() == [
+        "cgalloc: --cgroup-root (cgroupRoot) /mycg must exist, as the kubelet requires; cgalloc"
+        " creates only the cgroups below it, so create it in every hierarchy first:",
+        *[f"cgalloc:   missing {v1_tree}/{d}/mycg" for d in missing],
+    ]
+    assert snapshot(v1_tree) == before
+
+
+def test_existing_cgroup_root_is_used_with_the_systemd_driver(tree, tmp_path, capsys):
+    (tree / "mycg.slice").mkdir()
+    args = [*NODE[:-1], "system.slice", "--cgroup-driver", "systemd", "--cgroup-root", "/mycg"]
+    code, out, err = run(capsys, "setup", "--dry-run", *args, *where(tree, tmp_path))
+    assert code == 0, err
+    assert "  mkdir mycg.slice/mycg-kubepods.slice" in out.splitlines()
+    code, _, err = run(capsys, "setup", "--dry-run", *args[:-1], "/other", *where(tree, tmp_path))
+    assert code == 3
+    assert err.splitlines()[1:] == [f"cgalloc:   missing {tree}/other.slice"]
+
+
+def test_no_create_reserved_names_missing_paths_per_controller(v1_tree, tmp_path, capsys):
+    (v1_tree / "memory" / "system.slice").mkdir()
+    (v1_tree / "cpu,cpuacct" / "system.slice").mkdir()
+    before = snapshot(v1_tree)
+    code, out, err = run(capsys, "setup", *NODE, "--no-create-reserved", *where(v1_tree, tmp_path))
+    assert (code, out) == (3, "")
+    missing = [d for d in V1_DIRS if d not in ("memory", "cpu,cpuacct")]
+    assert err.splitlines() == [
+        "cgalloc: reserved cgroups are missing and --no-create-reserved was given:",
+        *[
+            f"cgalloc:   missing system-reserved /system.slice: {v1_tree}/{d}/system.slice"
+            for d in missing
+        ],
+    ]
+    assert snapshot(v1_tree) == before

@@ -1,8 +1,11 @@
 """Every validation rule through `cgalloc show`: exit 2, one sentence naming the field."""
 
-import pytest
+import json
 
-from cgalloc.cli import main
+import pytest
+import typer
+
+from cgalloc.cli import app, main
 
 BASE = ("show", "--capacity", "cpu=2,memory=4Gi")
 
@@ -90,6 +93,37 @@ ENF = "enforceNodeAllocatable (--enforce-node-allocatable)"
         (["--cgroup-root", "kubelet"], 'cgroupRoot (--cgroup-root): "kubelet" is not absolute'),
         (["--capacity", "gpus=2"], '--capacity: unknown "gpus" resource'),
         (["--capacity", "memory=lots"], '--capacity: failed to parse quantity "lots"'),
+        (["--capacity", "cpu=-2"],
+         '--capacity: resource quantity for "cpu" cannot be negative: -2'),
+        (["--enforce", "pods,pods-compressible"],
+         f'option "pods-compressible" specified for {ENF}'),
+        (["--enforce", "system-reserved,system-reserved-compressible",
+          "--system-reserved-cgroup", "/system.slice"],
+         'both "system-reserved" and "system-reserved-compressible" cannot be specified together'),
+        (["--enforce", "system-reserved-compressible", "--system-reserved-cgroup", "/s.slice",
+          "--enforce", "system-reserved-compressible"],
+         f'duplicated enforcements "system-reserved-compressible" in {ENF}'),
+        (["--reserved-cpus", "1", "--kube-reserved-cgroup", "/kube.slice"],
+         "can't use reservedSystemCPUs (--reserved-cpus) with systemReservedCgroup"
+         " (--system-reserved-cgroup) or kubeReservedCgroup (--kube-reserved-cgroup)"),
+        (["--reserved-cpus", "one"], 'unable to parse reservedSystemCPUs (--reserved-cpus) "one"'),
+        (["--system-reserved", "ephemeral-storage=ten"],
+         'systemReserved (--system-reserved): failed to parse quantity "ten" for'
+         ' "ephemeral-storage"'),
+        (["--kube-reserved", "pid=-5"],
+         'kubeReserved (--kube-reserved): resource quantity for "pid" cannot be negative: -5'),
+        (["--eviction-hard", "memory.available"],
+         'evictionHard (--eviction-hard): malformed pair "memory.available"'),
+        (["--eviction-hard", "memory.available<lots"],
+         'evictionHard (--eviction-hard): eviction threshold memory.available has malformed'
+         ' value "lots"'),
+        (["--eviction-hard", "nodefs.available<ten%"],
+         'eviction threshold nodefs.available has malformed percentage "ten%"'),
+        (["--eviction-hard", "memory.available<-1Gi"],
+         "eviction threshold memory.available must be positive: -1Gi"),
+        (["--qos-reserved", "memory"], 'qosReserved (--qos-reserved): malformed pair "memory"'),
+        (["--qos-reserved", "memory=-1%"],
+         'qosReserved (--qos-reserved): percentage must be between 0 and 100, got "-1%"'),
     ],
 )  # fmt: skip
 def test_rule(capsys, args, expected):
@@ -139,3 +173,74 @@ def test_config_file_problems_name_the_config_field(capsys, tmp_path):
     assert len(lines) == 2
     assert ENF in lines[0] or ENF in lines[1]
     assert any("evictionHard (--eviction-hard)" in line for line in lines)
+
+
+# ---- the kubelet's boolean flags take pflag's forms ----------------------------------------
+
+
+def show_json(capsys, *args):
+    code, out, err = run(capsys, "-o", "json", *args)
+    assert code == 0, err
+    return json.loads(out)
+
+
+# 8Gi of memory, the default memory.available<100Mi: 8092Mi allocatable, 8Gi when ignored.
+MEM = ("--capacity", "memory=8Gi,hugepages-2Mi=0,hugepages-1Gi=0")
+
+
+@pytest.mark.parametrize(
+    ("args", "allocatable"),
+    [
+        ([], "8092Mi"),
+        (["--experimental-allocatable-ignore-eviction"], "8Gi"),
+        (["--experimental-allocatable-ignore-eviction=true"], "8Gi"),
+        (["--experimental-allocatable-ignore-eviction=false"], "8092Mi"),
+        (["--experimental-allocatable-ignore-eviction=1"], "8Gi"),
+        # a bare flag followed by another option does not swallow that option
+        (["--experimental-allocatable-ignore-eviction", "--cgroup-driver", "systemd"], "8Gi"),
+    ],
+)
+def test_ignore_eviction_forms(capsys, args, allocatable):
+    doc = show_json(capsys, *MEM, *args)
+    assert doc["allocatable"]["memory"] == allocatable
+
+
+@pytest.mark.parametrize(
+    ("args", "kubepods"),
+    [
+        (["--cgroups-per-qos"], "/kubepods"),
+        (["--cgroups-per-qos=true"], "/kubepods"),
+        (["--cgroups-per-qos=false", "--enforce", "none"], None),
+        (["--enforce", "none", "--cgroups-per-qos=False"], None),
+    ],
+)
+def test_cgroups_per_qos_forms(capsys, args, kubepods):
+    doc = show_json(capsys, *MEM, *args)
+    assert doc["kubepods"]["cgroup"] == kubepods
+
+
+@pytest.mark.parametrize("word", ["false", "true"])
+def test_bool_value_as_separate_argument_is_refused(capsys, word):
+    lines = problems(capsys, "--cgroups-per-qos", word, "--enforce", "none")
+    assert lines == [
+        "cgalloc: cgroupsPerQOS (--cgroups-per-qos): a boolean flag takes its value after '=',"
+        f" as in --cgroups-per-qos={word}; a bare --cgroups-per-qos means true."
+    ]
+    lines = problems(capsys, "--experimental-allocatable-ignore-eviction", word)
+    assert lines == [
+        "cgalloc: --experimental-allocatable-ignore-eviction: a boolean flag takes its value"
+        f" after '=', as in --experimental-allocatable-ignore-eviction={word}; a bare"
+        " --experimental-allocatable-ignore-eviction means true."
+    ]
+
+
+@pytest.mark.parametrize("command", ["show", "stats", "setup", "verify", "kubelet-config"])
+def test_every_node_input_command_parses_bare_bools(command):
+    group = typer.main.get_command(app)
+    cmd = group.commands[command]
+    args = ["--cgroups-per-qos", "--experimental-allocatable-ignore-eviction"]
+    with cmd.make_context(command, args) as ctx:
+        assert ctx.params["cgroups_per_qos"] == "true"
+        assert ctx.params["ignore_eviction"] == "true"
+    with cmd.make_context(command, ["--cgroups-per-qos=false"]) as ctx:
+        assert ctx.params["cgroups_per_qos"] == "false"

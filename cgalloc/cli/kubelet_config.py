@@ -20,22 +20,50 @@ def _resources(rl) -> dict[str, str]:
     return {name: str(q) for name, q in sorted(rl.items())}
 
 
+def _unit_path_kinds(cfg: NodeConfig) -> frozenset[str]:
+    """Reserved kinds ("kube", "system") whose cgroup the kubelet's systemd driver cannot name.
+
+    The kubelet keeps only the basename of a systemd cgroup and appends ".slice", so a unit path
+    such as /system.slice/kubelet.service would become /kubelet.service.slice (kubernetes#110288).
+    """
+    if cfg.cgroup_driver != "systemd":
+        return frozenset()
+    return frozenset(
+        kind
+        for kind, value in (
+            ("kube", cfg.kube_reserved_cgroup),
+            ("system", cfg.system_reserved_cgroup),
+        )
+        if value and value.rstrip("/").endswith(UNIT_SUFFIXES)
+    )
+
+
 def fragment(cfg: NodeConfig) -> tuple[dict, list[str], list[str]]:
-    """(KubeletConfiguration fields, kubelet flags, notes) for ``cfg``."""
+    """(KubeletConfiguration fields, kubelet flags, notes) for ``cfg``.
+
+    A reserved cgroup given as a systemd unit path is left to cgalloc: the fragment names neither
+    the cgroup nor its enforcement, so the kubelet starts and cgalloc keeps the limits.
+    """
+    unit_kinds = _unit_path_kinds(cfg)
+    enforce = [
+        e
+        for e in cfg.enforce_node_allocatable
+        if e.removesuffix("-compressible").removesuffix("-reserved") not in unit_kinds
+    ] or ["none"]
     doc: dict = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         "cgroupDriver": cfg.cgroup_driver,
         "cgroupRoot": cfg.cgroup_root,
         "cgroupsPerQOS": cfg.cgroups_per_qos,
-        "enforceNodeAllocatable": list(cfg.enforce_node_allocatable),
+        "enforceNodeAllocatable": enforce,
         "evictionHard": {s: t.value for s, t in sorted(cfg.eviction_hard.items())},
     }
     flags = [
         f"--cgroup-driver={cfg.cgroup_driver}",
         f"--cgroup-root={cfg.cgroup_root}",
         f"--cgroups-per-qos={str(cfg.cgroups_per_qos).lower()}",
-        f"--enforce-node-allocatable={','.join(cfg.enforce_node_allocatable)}",
+        f"--enforce-node-allocatable={','.join(enforce)}",
         "--eviction-hard=" + ",".join(str(t) for _, t in sorted(cfg.eviction_hard.items())),
     ]
     notes: list[str] = []
@@ -52,14 +80,15 @@ def fragment(cfg: NodeConfig) -> tuple[dict, list[str], list[str]]:
     ):
         if not value:
             continue
+        if flag.split("-")[0] in unit_kinds:
+            notes.append(
+                f"{key} {value} is a systemd unit path, which the kubelet's systemd driver cannot "
+                "take (it would look for /<unit>.slice); cgalloc enforces that cgroup, so this "
+                f"fragment leaves {key} and {flag.removesuffix('-cgroup')} enforcement out."
+            )
+            continue
         doc[key] = value
         flags.append(f"--{flag}={value}")
-        if cfg.cgroup_driver == "systemd" and value.rstrip("/").endswith(UNIT_SUFFIXES):
-            notes.append(
-                f"{key} {value} is a systemd unit path: the kubelet's systemd driver cannot take "
-                "unit paths (it would use /<unit>.slice); let cgalloc enforce this cgroup and "
-                f"leave {flag.removesuffix('-cgroup')} out of enforceNodeAllocatable."
-            )
     if cfg.reserved_cpus:
         doc["reservedSystemCPUs"] = format_cpuset(cfg.reserved_cpus)
         flags.append(f"--reserved-cpus={doc['reservedSystemCPUs']}")

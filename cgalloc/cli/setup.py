@@ -103,64 +103,61 @@ def _names(values: list[str]) -> list[str]:
     return [n.strip() for v in values for n in v.split(",") if n.strip()]
 
 
-def pods_option() -> typer.models.OptionInfo:
-    return typer.Option(
-        None,
-        "--pods",
-        metavar="FILE",
-        help="JSON or YAML list of pods {uid, qos, cpuRequest, cpuLimit, memoryRequest, "
-        "memoryLimit} to create pod cgroups for; burstable shares come from their requests.",
-        rich_help_panel=_PANEL,
+def _keyword(
+    name: str, annotation: object, default: object, *decls: str, **kw
+) -> inspect.Parameter:
+    option = typer.Option(default, *decls, rich_help_panel=_PANEL, **kw)
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation
     )
 
 
-def weight_option() -> typer.models.OptionInfo:
-    return typer.Option(
-        "kubelet",
-        "--cpu-weight-formula",
-        metavar="kubelet|runc",
-        help="cgroup v2 shares→weight conversion: kubelet (linear, what the kubelet writes) or "
-        "runc (the runtimes' newer curve, 1024 shares → weight 100).",
-        rich_help_panel=_PANEL,
-    )
-
-
-def create_reserved_option() -> typer.models.OptionInfo:
-    return typer.Option(
-        True,
-        "--create-reserved/--no-create-reserved",
-        help="Create missing reserved cgroups (default), or, like the kubelet, require them "
-        "and fail listing the missing paths per controller.",
-        rich_help_panel=_PANEL,
-    )
-
-
-def procs_option(role: str) -> typer.models.OptionInfo:
-    return typer.Option(
+def _procs(role: str) -> inspect.Parameter:
+    return _keyword(
+        f"{role.split('-')[0]}_procs",
+        list[str],
         [],
         f"--{role}-procs",
         metavar="NAME,...",
         help=f"Move running processes with these names (comm or executable basename) into the "
         f"{role} cgroup, e.g. kubelet,containerd. Repeatable.",
-        rich_help_panel=_PANEL,
-    )
-
-
-def _keyword(name: str, option: typer.models.OptionInfo, annotation: object) -> inspect.Parameter:
-    return inspect.Parameter(
-        name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation
     )
 
 
 def tree_options(command: Callable[..., object]) -> Callable[..., object]:
     """Give a typer command the tree options as one ``tree: TreeOptions`` argument."""
     params = [
-        _keyword("cgroupfs", cgroupfs_option(), str),
-        _keyword("pods", pods_option(), str | None),
-        _keyword("weight_formula", weight_option(), str),
-        _keyword("create_reserved", create_reserved_option(), bool),
-        _keyword("kube_procs", procs_option("kube-reserved"), list[str]),
-        _keyword("system_procs", procs_option("system-reserved"), list[str]),
+        inspect.Parameter(
+            "cgroupfs", inspect.Parameter.KEYWORD_ONLY, default=cgroupfs_option(), annotation=str
+        ),
+        _keyword(
+            "pods",
+            str | None,
+            None,
+            "--pods",
+            metavar="FILE",
+            help="JSON or YAML list of pods {uid, qos, cpuRequest, cpuLimit, memoryRequest, "
+            "memoryLimit} to create pod cgroups for; burstable shares come from their requests.",
+        ),
+        _keyword(
+            "weight_formula",
+            str,
+            "kubelet",
+            "--cpu-weight-formula",
+            metavar="kubelet|runc",
+            help="cgroup v2 shares→weight conversion: kubelet (linear, what the kubelet writes) "
+            "or runc (the runtimes' newer curve, 1024 shares → weight 100).",
+        ),
+        _keyword(
+            "create_reserved",
+            bool,
+            True,
+            "--create-reserved/--no-create-reserved",
+            help="Create missing reserved cgroups (default), or, like the kubelet, require them "
+            "and fail listing the missing paths per controller.",
+        ),
+        _procs("kube-reserved"),
+        _procs("system-reserved"),
     ]
     return add_options(command, "tree", params, lambda values: TreeOptions(**values))
 
@@ -198,9 +195,21 @@ def register(app: typer.Typer) -> None:
             help="Lower a memory limit even below the cgroup's current usage "
             "(the kernel then reclaims or OOM-kills).",
         ),
+        systemd_mode: str = typer.Option(
+            "auto",
+            "--systemd",
+            metavar="auto|yes|no",
+            help="Create the slices as transient systemd units over D-Bus (like the kubelet) and "
+            "set the limits of existing units as unit properties: auto = when the cgroup driver "
+            "is systemd and systemd is PID 1.",
+        ),
         output: OutputFormat = output_option(),
     ) -> None:
         switches = TestSwitches.from_env()
+        cfg = inputs.load_config()
+        # A fake tree (tests) is never systemd's, even when systemd runs this host.
+        running = systemd_running() and not switches.allow_any_fs
+        dbus = use_dbus(systemd_mode, cfg.cgroup_driver, running)
         if dry_run:
             p = tree.plan(inputs, switches)
             count = len(p.actions)
@@ -219,6 +228,10 @@ def register(app: typer.Typer) -> None:
             record = state.load()
             p = tree.plan(inputs, switches)
             require_no_refusals(p, force)
-            result: Result = apply(p, state, record, switches=switches)
+            units = None
+            if dbus:
+                v2 = detect(tree.cgroupfs, switches.mountinfo).version == "v2"
+                units = SystemdUnits.for_plan(Systemd(), state_dir, p, v2, cgroup_roles(cfg))
+            result: Result = apply(p, state, record, switches=switches, units=units)
         doc = {"dry_run": False, "plan": p.to_json(), **result.to_json()}
         report(doc, p.describe(), result.summary(), output)

@@ -74,8 +74,11 @@ lane_setup() {
 		;;
 	v2-systemd)
 		install_systemd_units
+		# The host may be a container: its marker would make systemd ignore the kernel
+		# command line, so the options are passed as arguments as well.
+		$BB rm -f /.dockerenv /run/.containerenv
 		say "lane $LANE: starting systemd at $(uptime) s after boot"
-		exec /lib/systemd/systemd
+		exec /lib/systemd/systemd --unit=cgalloc-vm.target --show-status=0
 		;;
 	v1)
 		# A classic legacy layout: one hierarchy per controller, cpu,cpuacct and
