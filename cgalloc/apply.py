@@ -133,10 +133,6 @@ def _perform(
         value = a.new
         if units is not None and a.kind == "write":
             units.before_write(a.path)
-        elif units is not None and a.kind == "enable":
-            value = units.enable_value(value)
-            if not value:
-                return
         _write(roots, a.mount, _rel(a.path, a.file), value, kernel)
 
 

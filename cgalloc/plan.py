@@ -252,12 +252,15 @@ def build(
     create_reserved: bool = True,
     moves: Sequence[tuple[str, Sequence[str]]] = (),
     proc_root: str = procs.PROC,
+    delegated: frozenset[str] = frozenset(),
 ) -> Plan:
     """Diff ``desired`` (parents first, tree.DesiredCgroup) against the live tree.
 
     ``limit_files(hierarchy, limits, weight_formula)`` maps a cgroup's limits to
     (controller, file, value) triples (cgroupfs.limit_files). ``moves`` lists
-    (role, process names) to move into the cgroup of that role.
+    (role, process names) to move into the cgroup of that role. ``delegated`` controllers are
+    enabled in cgroup.subtree_control by another manager (systemd, for the units' properties),
+    so the plan neither enables nor requires them there.
     """
     root = hierarchy.root
     mounts = hierarchy_mounts(hierarchy)
@@ -294,7 +297,7 @@ def build(
                     live = None if key in created else read_file(*key, "cgroup.subtree_control")
                     subtree[key] = set((live or "").split())
                     subtree_old[key] = live
-                want = [c for c in mounts if c not in subtree[key]]
+                want = [c for c in mounts if c not in subtree[key] and c not in delegated]
                 if want:
                     structure.append(
                         Action(
@@ -519,6 +522,7 @@ def node_plan(
     weight_formula: str = "kubelet",
     create_reserved: bool = True,
     moves: Sequence[tuple[str, Sequence[str]]] = (),
+    delegated: frozenset[str] = frozenset(),
 ) -> tuple[Plan, list]:
     """The plan for a NodeConfig and capacity: Allocatable → desired tree → diff.
 
@@ -537,6 +541,7 @@ def node_plan(
         weight_formula=weight_formula,
         create_reserved=create_reserved,
         moves=moves,
+        delegated=delegated,
     )
     p.warnings[:0] = list(alloc.warnings)
     return p, desired

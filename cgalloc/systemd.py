@@ -384,12 +384,6 @@ class SystemdUnits:
             self.client.start_slice(name, f"cgalloc: {role_of(path, self.roles)}", props)
         return os.path.isdir(os.path.join(mount, path))
 
-    def enable_value(self, value: str) -> str:
-        """What to write for the plan's "+cpu +cpuset ..." in a subtree_control: only the
-        controllers systemd leaves alone (hugetlb, ...). systemd enables the others itself for
-        the units' properties, and turns off what no unit asks for on every realize."""
-        return " ".join(c for c in value.split() if c.lstrip("+-") not in SYSTEMD_CONTROLLERS)
-
     def before_write(self, path: str) -> None:
         """Before the plan's first write in an existing cgroup: set its unit's properties,
         keeping the old values for rollback and teardown."""

@@ -47,6 +47,18 @@ def test_v2_fresh_tree_plans_everything_in_safe_order(tmp_path):
     assert not p.refusals
 
 
+def test_controllers_delegated_to_systemd_are_neither_enabled_nor_required(tmp_path):
+    _, h = fake_hierarchy(tmp_path, "v2")
+    systemd = frozenset({"cpu", "cpuset", "io", "memory", "pids"})
+    p = plan.build(h, _desired(), limit_files, delegated=systemd)
+    # systemd enables what the units' properties need and turns the rest off again on every
+    # reload; only hugetlb, which systemd does not manage, is left to cgalloc.
+    assert [a.describe(p.root) for a in p.actions if a.kind == "enable"] == [
+        "enable +hugetlb in cgroup.subtree_control",
+        "enable +hugetlb in kubepods/cgroup.subtree_control",
+    ]
+
+
 def test_runc_weight_formula_changes_only_weights(tmp_path):
     _, h = fake_hierarchy(tmp_path, "v2")
     p = plan.build(h, _desired(), limit_files, weight_formula="runc")

@@ -21,7 +21,14 @@ from cgalloc.errors import HostError, InputError
 from cgalloc.limits import WEIGHT_FORMULAS
 from cgalloc.ownership import DEFAULT_STATE_DIR, StateDir
 from cgalloc.plan import Plan, load_pods, node_plan, require_no_refusals
-from cgalloc.systemd import Systemd, SystemdUnits, cgroup_roles, systemd_running, use_dbus
+from cgalloc.systemd import (
+    SYSTEMD_CONTROLLERS,
+    Systemd,
+    SystemdUnits,
+    cgroup_roles,
+    systemd_running,
+    use_dbus,
+)
 
 SETUP_HELP = (
     "Create and enforce the node's cgroup tree: kubepods with the Node Allocatable limits, "
@@ -63,11 +70,18 @@ class TreeOptions:
     create_reserved: bool
     kube_procs: list[str]
     system_procs: list[str]
+    systemd_mode: str
 
     def __post_init__(self) -> None:
         # typer hands a tuple (or None) for repeatable options; keep them plain lists
         object.__setattr__(self, "kube_procs", list(self.kube_procs or ()))
         object.__setattr__(self, "system_procs", list(self.system_procs or ()))
+
+    def dbus(self, driver: str, switches: TestSwitches) -> bool:
+        """Whether the slices are systemd units made over D-Bus (``--systemd``)."""
+        # A fake tree (tests) is never systemd's, even when systemd runs this host.
+        running = systemd_running() and not switches.allow_any_fs
+        return use_dbus(self.systemd_mode, driver, running)
 
     def plan(self, inputs: NodeInputs, switches: TestSwitches) -> Plan:
         if self.weight_formula not in WEIGHT_FORMULAS:
@@ -76,6 +90,7 @@ class TreeOptions:
                 f"{', '.join(WEIGHT_FORMULAS)}."
             )
         cfg, capacity = inputs.load()
+        delegated = SYSTEMD_CONTROLLERS if self.dbus(cfg.cgroup_driver, switches) else frozenset()
         pods = load_pods(self.pods) if self.pods else []
         hierarchy = detect(self.cgroupfs, switches.mountinfo)
         moves = [
@@ -94,6 +109,7 @@ class TreeOptions:
             weight_formula=self.weight_formula,
             create_reserved=self.create_reserved,
             moves=moves,
+            delegated=delegated,
         )
         warn(p.warnings)
         return p
@@ -158,6 +174,17 @@ def tree_options(command: Callable[..., object]) -> Callable[..., object]:
         ),
         _procs("kube-reserved"),
         _procs("system-reserved"),
+        _keyword(
+            "systemd_mode",
+            str,
+            "auto",
+            "--systemd",
+            metavar="auto|yes|no",
+            help="Create the slices as transient systemd units over D-Bus (like the kubelet) and "
+            "set the limits of existing units as unit properties; systemd then manages the "
+            "cpu, cpuset, io, memory and pids controllers. auto = when the cgroup driver is "
+            "systemd and systemd is PID 1.",
+        ),
     ]
     return add_options(command, "tree", params, lambda values: TreeOptions(**values))
 
@@ -195,21 +222,11 @@ def register(app: typer.Typer) -> None:
             help="Lower a memory limit even below the cgroup's current usage "
             "(the kernel then reclaims or OOM-kills).",
         ),
-        systemd_mode: str = typer.Option(
-            "auto",
-            "--systemd",
-            metavar="auto|yes|no",
-            help="Create the slices as transient systemd units over D-Bus (like the kubelet) and "
-            "set the limits of existing units as unit properties: auto = when the cgroup driver "
-            "is systemd and systemd is PID 1.",
-        ),
         output: OutputFormat = output_option(),
     ) -> None:
         switches = TestSwitches.from_env()
         cfg = inputs.load_config()
-        # A fake tree (tests) is never systemd's, even when systemd runs this host.
-        running = systemd_running() and not switches.allow_any_fs
-        dbus = use_dbus(systemd_mode, cfg.cgroup_driver, running)
+        dbus = tree.dbus(cfg.cgroup_driver, switches)
         if dry_run:
             p = tree.plan(inputs, switches)
             count = len(p.actions)

@@ -125,3 +125,16 @@ def test_job_env_round_trips_through_sh(tmp_path: Path) -> None:
         ["/bin/sh", "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True
     ).stdout
     assert out.splitlines() == ["v2", "/work/co", *args]
+
+
+def test_run_prints_only_the_command_output() -> None:
+    import io
+
+    from vm.run import CommandOutput
+
+    out = io.BytesIO()
+    show = CommandOutput("v2", out)
+    serial = b"\x1bcSeaBIOS\r\ncgalloc-vm: lane v2: running command at 3.1 s after boot\r\nhel"
+    show(serial)
+    show(b"lo\r\nworld\r\ncgalloc-vm: lane v2: command exited 0 at 4 s after boot\r\n[ 4.1] reb")
+    assert out.getvalue() == b"hello\nworld\n"
