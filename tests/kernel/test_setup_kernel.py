@@ -154,3 +154,40 @@ def test_setup_verify_teardown_restores_the_hierarchy(tmp_path):
         assert again.stdout.strip() == "no changes: 0 writes"
         assert (CGROUP_ROOT / "kubepods").is_dir() or (CGROUP_ROOT / "memory/kubepods").is_dir()
     assert listing() == before
+
+
+def _cgroup_of(pid: int) -> dict[str, str]:
+    """The process's cgroup per hierarchy, from /proc/<pid>/cgroup ("" for v2's "0::")."""
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    return {ctrl: path for _, ctrl, path in (line.split(":", 2) for line in lines)}
+
+
+def test_reserved_procs_are_moved_into_the_kube_reserved_cgroup(tmp_path):
+    # A daemon named "kubelet": a symlink to sleep carries that name as its comm.
+    os.symlink("/bin/sleep", tmp_path / "kubelet")
+    daemon = subprocess.Popen([str(tmp_path / "kubelet"), "120"])
+    state = ["--state-dir", str(tmp_path / "state")]
+    args = [*NODE, "--enforce", "pods,kube-reserved", "--kube-reserved-cgroup", "/kube.slice"]
+    try:
+        deadline = time.monotonic() + 5
+        while Path(f"/proc/{daemon.pid}/comm").read_text().strip() != "kubelet":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        before = _cgroup_of(daemon.pid)
+        done = cgalloc("setup", *args, "--kube-reserved-procs", "kubelet", *state)
+        assert done.returncode == 0, done.stdout + done.stderr
+        after = _cgroup_of(daemon.pid)
+        if is_v2():
+            assert after[""] == "/kube.slice"
+        else:
+            # every hierarchy the kubelet validates, as a v1 kubelet would expect
+            assert {after[c] for c in ("cpu,cpuacct", "memory", "pids", "name=systemd")} == {
+                "/kube.slice"
+            }
+        assert before != after
+        assert str(daemon.pid) in read(ctrl_dir("memory", "kube.slice") / "cgroup.procs").split()
+    finally:
+        daemon.kill()
+        daemon.wait()
+        down = cgalloc("teardown", *state)
+        assert down.returncode == 0, down.stdout + down.stderr
