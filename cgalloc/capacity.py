@@ -31,7 +31,10 @@ def parse_cpuset(text: str) -> frozenset[int]:
         return frozenset()
     for item in text.split(","):
         first, sep, last = item.partition("-")
-        if not first.isdigit() or (sep and not last.isdigit()):
+        # isascii: str.isdigit() also accepts digits such as "¹" that int() refuses
+        if not (first.isascii() and first.isdigit()) or (
+            sep and not (last.isascii() and last.isdigit())
+        ):
             raise ValueError(f"{text!r} is not {CPUSET_FORM}")
         start, end = int(first), int(last) if sep else int(first)
         if end < start:

@@ -45,6 +45,8 @@ RECORD_NAME = "systemd.json"
 MODES = ("auto", "yes", "no")
 UINT64_MAX = 2**64 - 1  # systemd's "infinity" for MemoryMax, TasksMax, CPUQuotaPerSecUSec
 USEC_PER_SEC = 1_000_000
+PING_TIMEOUT = 2.0  # seconds a fresh connection has to answer its Ping
+CONNECT_ATTEMPTS = 4
 
 SYSTEMD1 = "org.freedesktop.systemd1"
 MANAGER_PATH = "/org/freedesktop/systemd1"
@@ -193,6 +195,17 @@ class SystemdError(HostError):
     """systemd refused or failed a request."""
 
 
+def _no_answer(method: str, unit: str, exc: BaseException, timeout: float) -> str:
+    """One sentence for a call systemd did not answer, naming the call and its unit."""
+    call = f"{method} {unit}" if unit else method
+    if isinstance(exc, TimeoutError):
+        return f"systemd did not answer {call} within {timeout:g} s."
+    return f"the connection to systemd failed during {call}: {exc.strerror or exc}."
+
+
+_PEER = DBusAddress(MANAGER_PATH, SYSTEMD1, "org.freedesktop.DBus.Peer")
+
+
 class _PeerConnection(DBusConnection):
     """A direct connection to systemd: no bus daemon in between, so no Hello."""
 
@@ -210,15 +223,33 @@ class Systemd:
         self._conn = None
 
     def _connection(self) -> _PeerConnection:
-        if self._conn is None:
+        """A connection that has answered a Ping.
+
+        Under qemu, systemd was seen (2 runs in 7) to leave the first message on a fresh
+        private-socket connection unanswered; proving each connection with an idempotent Ping,
+        and reconnecting when it goes unanswered, keeps that from losing a real call.
+        """
+        if self._conn is not None:
+            return self._conn
+        wait = min(PING_TIMEOUT, self.timeout)
+        for _ in range(CONNECT_ATTEMPTS):
             try:
-                sock = prep_socket(self.address, timeout=self.timeout)
+                conn = _PeerConnection(prep_socket(self.address, timeout=self.timeout))
             except OSError as exc:
                 raise SystemdError(
                     f"cannot reach systemd at {self.address}: {exc.strerror or exc}"
                 ) from exc
-            self._conn = _PeerConnection(sock)
-        return self._conn
+            try:
+                conn.send_and_get_reply(new_method_call(_PEER, "Ping"), timeout=wait)
+            except (TimeoutError, OSError):
+                conn.close()
+                continue
+            self._conn = conn
+            return conn
+        raise SystemdError(
+            f"systemd at {self.address} accepted {CONNECT_ATTEMPTS} connections but answered no "
+            f"Ping within {wait:g} s."
+        )
 
     def close(self) -> None:
         if self._conn is not None:
@@ -232,10 +263,19 @@ class Systemd:
         body: tuple = (),
         path: str = MANAGER_PATH,
         interface: str = MANAGER,
+        unit: str = "",
     ) -> tuple:
+        """Call ``method`` and return the reply's body; ``unit`` names the unit in errors
+        (default: the first argument, which is the unit for the Manager's unit methods)."""
         msg = new_method_call(DBusAddress(path, SYSTEMD1, interface), method, signature, body)
         conn = self._connection()
-        reply = conn.send_and_get_reply(msg, timeout=self.timeout)
+        try:
+            reply = conn.send_and_get_reply(msg, timeout=self.timeout)
+        except (TimeoutError, OSError) as exc:
+            # The connection's state is unknown after a lost reply: the next call starts afresh.
+            self.close()
+            unit = unit or (body[0] if body and isinstance(body[0], str) else "")
+            raise SystemdError(_no_answer(method, unit, exc, self.timeout)) from exc
         if reply.header.message_type == MessageType.error:
             name = reply.header.fields.get(HeaderFields.error_name, "error")
             text = reply.body[0] if reply.body else ""
@@ -257,7 +297,7 @@ class Systemd:
         if path is None:
             raise SystemdError(f"systemd has no unit {name}")
         iface = UNIT_INTERFACES.get(os.path.splitext(name)[1], "org.freedesktop.systemd1.Unit")
-        return self.call("Get", "ss", (iface, prop), path=path, interface=PROPERTIES)[0]
+        return self.call("Get", "ss", (iface, prop), path=path, interface=PROPERTIES, unit=name)[0]
 
     def _job(self, method: str, signature: str, body: tuple) -> None:
         """Call a method that queues a job and wait until the job is done."""
@@ -271,6 +311,9 @@ class Systemd:
                     msg = conn.recv_until_filtered(removed, timeout=left)
                 except TimeoutError:
                     break
+                except OSError as exc:
+                    self.close()
+                    raise SystemdError(_no_answer(method, body[0], exc, self.timeout)) from exc
                 _, path, unit, result = msg.body
                 if path == job:
                     if result != "done":

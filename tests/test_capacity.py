@@ -51,7 +51,7 @@ def test_existing_parent(tmp_path):
 def test_parse_cpuset():
     assert parse_cpuset("0-2,5\n") == {0, 1, 2, 5}
     assert parse_cpuset("") == frozenset()
-    for bad in ("3-1", "a", "1,,2", "-1", "0-"):
+    for bad in ("3-1", "a", "1,,2", "-1", "0-", "¹", "0-²"):
         with pytest.raises(ValueError):
             parse_cpuset(bad)
 

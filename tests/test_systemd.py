@@ -4,11 +4,21 @@ unit record. The D-Bus calls themselves run against a real systemd in the v2-sys
 
 from __future__ import annotations
 
-import pytest
+import contextlib
+import itertools
+import socket
+import threading
 
-from cgalloc.errors import HostError, InputError
+import pytest
+from jeepney import HeaderFields, Parser, new_method_return
+
+from cgalloc.apply import teardown
+from cgalloc.errors import CgallocError, HostError, InputError
+from cgalloc.ownership import Record, StateDir
 from cgalloc.systemd import (
     UINT64_MAX,
+    Systemd,
+    SystemdError,
     UnitRecord,
     cpuset_bitmask,
     existing_unit,
@@ -122,3 +132,120 @@ def test_unit_record_round_trips_and_vanishes_when_empty(tmp_path):
     UnitRecord().save(str(tmp_path))
     assert not (tmp_path / "systemd.json").exists()
     assert UnitRecord.load(str(tmp_path)).is_empty()
+
+
+def _peer_server(path: str, answer) -> list[socket.socket]:
+    """A unix socket completing the D-Bus EXTERNAL auth; then, per connection ``n`` (from 0),
+    each method call is answered with ``answer(n, call)``'s body tuple, or ignored for None."""
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen()
+    peers = [server]
+
+    def talk(n: int, peer: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            data = b""
+            while b"BEGIN\r\n" not in data:
+                chunk = peer.recv(256)
+                if not chunk:
+                    return
+                data += chunk
+                if b"AUTH" in data and b"OK" not in data:
+                    peer.sendall(b"OK 66ccd6889867419ba09ce8970dd161d4\r\n")
+                    data += b"OK"
+            parser = Parser()
+            parser.add_data(data.split(b"BEGIN\r\n", 1)[1])
+            while True:
+                for call in iter(parser.get_next_message, None):
+                    body = answer(n, call)
+                    if body is not None:
+                        reply = new_method_return(call, "o" if body else "", body)
+                        peer.sendall(reply.serialise(serial=1000 + call.header.serial))
+                chunk = peer.recv(4096)
+                if not chunk:
+                    return
+                parser.add_data(chunk)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            for n in itertools.count():
+                peer, _ = server.accept()
+                peers.append(peer)
+                threading.Thread(target=talk, args=(n, peer), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return peers
+
+
+@pytest.fixture
+def silent_systemd(tmp_path):
+    """systemd that accepts connections and never answers anything."""
+    path = str(tmp_path / "private")
+    peers = _peer_server(path, lambda n, call: None)
+    yield path
+    for sock in peers:
+        sock.close()
+
+
+def test_an_unanswering_systemd_is_a_systemd_error_after_a_few_connections(silent_systemd):
+    client = Systemd(silent_systemd, timeout=0.3)
+    with pytest.raises(SystemdError) as err:
+        client.unit_path("system.slice")
+    assert str(err.value) == (
+        f"systemd at {silent_systemd} accepted 4 connections but answered no Ping within 0.3 s."
+    )
+    assert isinstance(err.value, CgallocError)
+    assert client._conn is None  # the next call connects afresh
+
+
+def test_an_unanswered_call_names_the_call_and_the_unit(tmp_path):
+    path = str(tmp_path / "private")
+    pings_only = lambda n, call: () if call.header.fields[HeaderFields.member] == "Ping" else None  # noqa: E731
+    peers = _peer_server(path, pings_only)
+    client = Systemd(path, timeout=0.3)
+    try:
+        with pytest.raises(SystemdError) as err:
+            client.unit_path("system.slice")
+    finally:
+        for sock in peers:
+            sock.close()
+    assert str(err.value) == "systemd did not answer GetUnit system.slice within 0.3 s."
+    assert client._conn is None  # the next call connects afresh
+
+
+def test_a_connection_whose_first_message_is_lost_is_replaced(tmp_path):
+    path = str(tmp_path / "private")
+    seen: list[tuple[int, str]] = []
+    unit = "/org/freedesktop/systemd1/unit/system_2eslice"
+
+    def answer(n, call):
+        seen.append((n, call.header.fields[HeaderFields.member]))
+        if n == 0:
+            return None  # the first connection loses its first message, as seen under qemu
+        return () if call.header.fields[HeaderFields.member] == "Ping" else (unit,)
+
+    peers = _peer_server(path, answer)
+    try:
+        assert Systemd(path, timeout=0.3).unit_path("system.slice") == unit
+    finally:
+        for sock in peers:
+            sock.close()
+    assert seen == [(0, "Ping"), (1, "Ping"), (1, "GetUnit")]
+
+
+def test_teardown_keeps_units_systemd_did_not_answer_for(tmp_path, silent_systemd):
+    state = StateDir(str(tmp_path / "state"))
+    units = UnitRecord(["kubepods.slice"], {"system.slice": {"MemoryMax": ["t", UINT64_MAX]}})
+    with state.locked():
+        units.save(state.path)
+        result = teardown(
+            str(tmp_path), state, Record(), systemd=Systemd(silent_systemd, timeout=0.3)
+        )
+    unanswered = (
+        f"systemd at {silent_systemd} accepted 4 connections but answered no Ping within 0.3 s."
+    )
+    assert result.kept == [
+        f"system.slice: restoring MemoryMax failed: {unanswered}",
+        f"kubepods.slice: stopping the transient unit failed: {unanswered}",
+    ]
+    assert UnitRecord.load(state.path) == units  # kept for the next teardown
