@@ -96,3 +96,41 @@ def test_slices_are_transient_units_that_survive_reload_and_teardown(tmp_path):
     assert show("system.slice", "MemoryMax") == "infinity"
     assert read(CGROUP_ROOT / "system.slice/memory.max") == "max"
     assert listing() == before
+
+
+def test_kube_reserved_may_be_a_service_unit_path(tmp_path):
+    # kubernetes#110288: the kubelet turns /system.slice/<unit>.service into /<unit>.service.slice.
+    # cgalloc limits the service's real cgroup, through the unit's properties.
+    unit = "cgalloc-test-daemon.service"
+    run = subprocess.run(
+        ["systemd-run", f"--unit={unit}", "--slice=system.slice", "sleep", "300"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    service = CGROUP_ROOT / "system.slice" / unit
+    state = ["--state-dir", str(tmp_path / "state")]
+    args = [
+        *NODE,
+        "--cgroup-driver",
+        "systemd",
+        "--enforce",
+        "pods,kube-reserved",
+        "--kube-reserved-cgroup",
+        f"/system.slice/{unit}",
+    ]
+    try:
+        done = cgalloc("setup", *args, *state)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert show(unit, "MemoryMax") == str(150 << 20)
+        assert read(service / "memory.max") == str(150 << 20)
+        assert not (CGROUP_ROOT / f"{unit}.slice").exists()  # not the kubelet's mangled name
+        assert cgalloc("verify", *args).returncode == 0
+        down = cgalloc("teardown", *state)
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert show(unit, "MemoryMax") == "infinity"
+        assert read(service / "memory.max") == "max"
+        assert systemctl("is-active", unit).stdout.strip() == "active"  # only its limits went
+    finally:
+        systemctl("stop", unit)
