@@ -36,8 +36,6 @@ from cgalloc.plan import Action, Plan, read_file
 from cgalloc.systemd import Systemd, SystemdError, SystemdUnits, UnitRecord
 from cgalloc.systemd import undo as undo_units
 
-WriteError = getattr(core, "WriteError", OSError)
-
 
 class KernelHooks(Protocol):
     def after_mkdir(self, mount: str, path: str) -> None: ...
@@ -159,7 +157,7 @@ def _move(roots: Roots, mount: str, rel: str, pid: str, kernel: KernelHooks | No
     """Move a pid; a process that exited meanwhile is not an error (ProcessLookupError)."""
     try:
         _write(roots, mount, rel, pid, kernel)
-    except (OSError, WriteError) as exc:
+    except OSError as exc:  # core.WriteError is an OSError
         if getattr(exc, "errno", None) == errno.ESRCH:
             raise ProcessLookupError(pid) from exc
         raise
@@ -201,7 +199,7 @@ def apply(
                 _perform(roots, a, switches.kernel, units)
         except ProcessLookupError:
             continue
-        except (OSError, WriteError, SystemdError) as exc:
+        except (OSError, SystemdError) as exc:
             failed = f"{a.describe(plan.root)} failed: {_reason(exc)}"
             problems = _rollback(roots, result.done, switches.kernel, created, plan.root, units)
             if problems:
@@ -254,7 +252,7 @@ def _rollback(
     for a in reversed(done):
         try:
             _undo(roots, a, kernel, created, units)
-        except (OSError, WriteError, SystemdError) as exc:
+        except (OSError, SystemdError) as exc:
             problems.append(f"  undo of {a.describe(root)}: {_reason(exc)}")
     return problems
 
@@ -299,7 +297,7 @@ def teardown(
                 _write(roots, mount, _rel(path, file), original or "\n", switches.kernel)
                 result.done.append(action)
             del record.changed[(mount, path, file)]
-        except (OSError, WriteError) as exc:
+        except OSError as exc:
             result.kept.append(
                 f"{action.where(root)}: restoring {original!r} failed: {_reason(exc)}"
             )
@@ -318,7 +316,7 @@ def teardown(
             if switches.kernel is not None:
                 switches.kernel.before_rmdir(mount, path)
             roots[mount].rmdir(path)
-        except (OSError, WriteError) as exc:
+        except OSError as exc:
             result.kept.append(f"{where}: kept, rmdir failed: {_reason(exc)}")
             continue
         record.created.discard((mount, path))
@@ -334,7 +332,7 @@ def teardown(
         action = Action("enable", mount, path, "cgroup.subtree_control", None, value, path)
         try:
             _write(roots, mount, _rel(path, "cgroup.subtree_control"), value, switches.kernel)
-        except (OSError, WriteError) as exc:
+        except OSError as exc:
             result.kept.append(f"{action.where(root)}: {value} failed: {_reason(exc)}")
             continue
         del record.enabled[(mount, path)]
