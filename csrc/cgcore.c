@@ -51,6 +51,16 @@ int cg_parse_token(const char *s, size_t n, uint64_t *out)
         return CG_MAX;
     if (n == 0)
         return CG_EPARSE;
+    if (n < 20) { /* 19 digits stay below 2^64: no overflow check per digit */
+        for (i = 0; i < n; i++) {
+            unsigned d = (unsigned char)s[i] - (unsigned)'0';
+            if (d > 9)
+                return CG_EPARSE;
+            v = v * 10 + d;
+        }
+        *out = v;
+        return CG_OK;
+    }
     for (i = 0; i < n; i++) {
         unsigned d = (unsigned char)s[i] - (unsigned)'0';
         if (d > 9)
@@ -105,49 +115,102 @@ static void parse_fields(int ncells, const char *buf, size_t n, uint64_t *vals, 
     }
 }
 
-static int find_key(const cg_spec *spec, const char *key, size_t klen, int hint)
+/* What parsing a keyed file needs beyond its spec, computed once per spec: the bitmap of the
+ * keys' first bytes (an empty key starts with the space after it) and whether the keys are
+ * distinct and few enough to track in one 64-bit mask. */
+struct keytab {
+    uint32_t first[8];
+    int distinct;
+};
+
+static void make_keytab(const cg_spec *spec, struct keytab *t)
 {
+    memset(t, 0, sizeof *t);
+    if (spec->kind != CG_KEYED)
+        return;
+    t->distinct = spec->ncells <= 64;
+    for (int j = 0; j < spec->ncells; j++) {
+        uint32_t len = spec->keylens[j];
+        unsigned char c = len ? (unsigned char)spec->keys[j][0] : ' ';
+        t->first[c >> 5] |= 1u << (c & 31);
+        for (int k = 0; k < j && t->distinct; k++)
+            if (spec->keylens[k] == len && memcmp(spec->keys[k], spec->keys[j], len) == 0)
+                t->distinct = 0;
+    }
+}
+
+/* Key j names the line at p (linelen bytes) when the line's first space follows exactly key j.
+ * The space test comes first: it rejects almost every other line without touching the key. */
+static inline int key_matches(const cg_spec *spec, int j, const char *p, size_t linelen)
+{
+    size_t klen = spec->keylens[j];
+
+    /* a key holding a space never ends at the line's first space */
+    return klen < linelen && p[klen] == ' ' && memcmp(spec->keys[j], p, klen) == 0 &&
+           !memchr(spec->keys[j], ' ', klen);
+}
+
+/* The key naming a line, or -1. Distinct keys: at most one can match, so only the keys still
+ * missing are tried. Otherwise every key in the order the first-match rule always used. */
+static inline int find_key(const cg_spec *spec, const struct keytab *t, uint64_t missing,
+                           const char *p, size_t linelen, int hint)
+{
+    if (t->distinct) {
+        for (; missing; missing &= missing - 1) {
+            int j = __builtin_ctzll(missing);
+            if (key_matches(spec, j, p, linelen))
+                return j;
+        }
+        return -1;
+    }
     /* files list keys in a stable order, so the next expected key usually matches */
     for (int j = hint; j < spec->ncells; j++)
-        if (spec->keylens[j] == klen && memcmp(spec->keys[j], key, klen) == 0)
+        if (key_matches(spec, j, p, linelen))
             return j;
     for (int j = 0; j < hint && j < spec->ncells; j++)
-        if (spec->keylens[j] == klen && memcmp(spec->keys[j], key, klen) == 0)
+        if (key_matches(spec, j, p, linelen))
             return j;
     return -1;
 }
 
-static void parse_keyed(const cg_spec *spec, const char *buf, size_t n, uint64_t *vals,
-                        uint8_t *st)
+/* One memchr per line finds its end; a line whose first byte starts no requested key is
+ * skipped without looking at the keys. Parsing stops once every key is found. */
+static void parse_keyed(const cg_spec *spec, const struct keytab *t, const char *buf, size_t n,
+                        uint64_t *vals, uint8_t *st)
 {
     const char *p = buf, *end = buf + n;
     int left = spec->ncells, hint = 0;
+    /* used only when t->distinct, which implies ncells <= 64 */
+    uint64_t missing = left <= 0 ? 0 : left >= 64 ? ~0ULL : (1ULL << left) - 1;
 
     fill(spec->ncells, vals, st, CG_EMISSING_KEY);
     while (p < end && left > 0) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *le = nl ? nl : end;
-        const char *sp = memchr(p, ' ', (size_t)(le - p));
-        if (sp) {
-            int j = find_key(spec, p, (size_t)(sp - p), hint);
+        unsigned char c = (unsigned char)*p;
+        if (t->first[c >> 5] & (1u << (c & 31))) {
+            int j = find_key(spec, t, missing, p, (size_t)(le - p), hint);
             if (j >= 0 && st[j] == CG_EMISSING_KEY) { /* first occurrence wins */
-                st[j] = (uint8_t)cg_parse_token(sp + 1, (size_t)(le - sp - 1), &vals[j]);
+                const char *val = p + spec->keylens[j] + 1;
+                st[j] = (uint8_t)cg_parse_token(val, (size_t)(le - val), &vals[j]);
                 left--;
                 hint = j + 1;
+                missing &= ~(1ULL << (j & 63));
             }
         }
         p = nl ? nl + 1 : end;
     }
 }
 
-void cg_parse(const cg_spec *spec, const char *buf, size_t n, uint64_t *vals, uint8_t *st)
+static void parse_spec(const cg_spec *spec, const struct keytab *t, const char *buf, size_t n,
+                       uint64_t *vals, uint8_t *st)
 {
     switch (spec->kind) {
     case CG_SINGLE:
         st[0] = (uint8_t)cg_parse_token(buf, strip_newline(buf, n), &vals[0]);
         break;
     case CG_KEYED:
-        parse_keyed(spec, buf, n, vals, st);
+        parse_keyed(spec, t, buf, n, vals, st);
         break;
     case CG_FIELDS:
         parse_fields(spec->ncells, buf, n, vals, st);
@@ -155,6 +218,14 @@ void cg_parse(const cg_spec *spec, const char *buf, size_t n, uint64_t *vals, ui
     default:
         fill(spec->ncells, vals, st, CG_EPARSE);
     }
+}
+
+void cg_parse(const cg_spec *spec, const char *buf, size_t n, uint64_t *vals, uint8_t *st)
+{
+    struct keytab t;
+
+    make_keytab(spec, &t);
+    parse_spec(spec, &t, buf, n, vals, st);
 }
 
 /* ------------------------------------------------------ path resolution */
@@ -325,15 +396,15 @@ static ssize_t pread_retry(int fd, char *buf, size_t n)
 
 /* A short read is the whole file: kernfs emits a seq_file in one read and regular files
  * only read short at EOF. A full buffer means the content may not have fit. */
-static void parse_read(const cg_spec *spec, ssize_t n, const char *buf, size_t bufsize,
-                       uint64_t *vals, uint8_t *st)
+static void parse_read(const cg_spec *spec, const struct keytab *t, ssize_t n, const char *buf,
+                       size_t bufsize, uint64_t *vals, uint8_t *st)
 {
     if (n < 0)
         fill(spec->ncells, vals, st, errno_status(errno));
     else if ((size_t)n >= bufsize)
         fill(spec->ncells, vals, st, CG_ETOOLONG);
     else
-        cg_parse(spec, buf, (size_t)n, vals, st);
+        parse_spec(spec, t, buf, (size_t)n, vals, st);
 }
 
 static int join_path(char *out, const char *dir, const char *name)
@@ -362,21 +433,28 @@ struct layout {
     const cg_spec *specs;
     int nspecs;
     int cells_per_dir;
-    int celloff[]; /* first cell of each spec within a dir */
+    struct keytab *tabs; /* one per spec, in the same allocation */
+    int *nested;         /* per spec: its name holds a '/' */
+    int celloff[];       /* first cell of each spec within a dir */
 };
 
 static struct layout *make_layout(const cg_spec *specs, int nspecs)
 {
-    struct layout *l = malloc(sizeof *l + sizeof(int) * (size_t)(nspecs + 1));
+    size_t n = (size_t)(nspecs > 0 ? nspecs : 1);
+    struct layout *l = malloc(sizeof *l + sizeof(int) * (2 * n + 1) + sizeof(struct keytab) * n);
 
     if (!l)
         return NULL;
     l->specs = specs;
     l->nspecs = nspecs;
     l->cells_per_dir = 0;
+    l->nested = l->celloff + n + 1;
+    l->tabs = (struct keytab *)(l->nested + n); /* ints keep keytab's 4-byte alignment */
     for (int f = 0; f < nspecs; f++) {
+        l->nested[f] = strchr(specs[f].name, '/') != NULL;
         l->celloff[f] = l->cells_per_dir;
         l->cells_per_dir += specs[f].ncells;
+        make_keytab(&specs[f], &l->tabs[f]);
     }
     return l;
 }
@@ -397,25 +475,47 @@ struct job {
     int err;
 };
 
-static void cell_ptrs(const struct job *j, long i, const cg_spec **spec, uint64_t **v,
-                      uint8_t **s)
-{
-    long d = i / j->lay->nspecs;
-    int f = (int)(i % j->lay->nspecs);
-    long cell = d * j->lay->cells_per_dir + j->lay->celloff[f];
+/* Item i is (dir d, spec f). Workers step d and f along with i rather than divide per item. */
+struct item {
+    long d;
+    int f;
+    const cg_spec *spec;
+    const struct keytab *tab;
+    uint64_t *v;
+    uint8_t *s;
+};
 
-    *spec = &j->lay->specs[f];
-    *v = j->vals + cell;
-    *s = j->st + cell;
+static void item_at(const struct job *j, struct item *it, long i)
+{
+    it->d = i / j->lay->nspecs;
+    it->f = (int)(i % j->lay->nspecs);
+}
+
+static void item_cells(const struct job *j, struct item *it)
+{
+    long cell = it->d * j->lay->cells_per_dir + j->lay->celloff[it->f];
+
+    it->spec = &j->lay->specs[it->f];
+    it->tab = &j->lay->tabs[it->f];
+    it->v = j->vals + cell;
+    it->s = j->st + cell;
+}
+
+static void item_next(const struct job *j, struct item *it)
+{
+    if (++it->f == j->lay->nspecs) {
+        it->f = 0;
+        it->d++;
+    }
 }
 
 /* The file of one cell, opened through its directory's fd (so a dir's path is resolved once,
  * not once per file). A name with a '/' is resolved beneath the root like any path. */
-static int open_in_dir(const struct job *j, int dirfd, const char *dir, const cg_spec *spec)
+static int open_in_dir(const struct job *j, int dirfd, const char *dir, const struct item *it)
 {
-    if (strchr(spec->name, '/'))
-        return open_cell(j->rootfd, dir, spec);
-    return open_component(dirfd, spec->name, O_RDONLY);
+    if (j->lay->nested[it->f])
+        return open_cell(j->rootfd, dir, it->spec);
+    return open_component(dirfd, it->spec->name, O_RDONLY);
 }
 
 static void *read_worker(void *arg)
@@ -424,24 +524,23 @@ static void *read_worker(void *arg)
     long cur = -1;
     int dirfd = -1;
 
-    for (long i = j->lo; i < j->hi; i++) {
-        const cg_spec *spec;
-        uint64_t *v;
-        uint8_t *s;
-        ssize_t n;
-        long d = i / j->lay->nspecs;
-        const char *dir = j->dirs[d];
+    struct item it;
 
-        cell_ptrs(j, i, &spec, &v, &s);
-        if (d != cur) {
+    item_at(j, &it, j->lo);
+    for (long i = j->lo; i < j->hi; i++, item_next(j, &it)) {
+        ssize_t n;
+        const char *dir = j->dirs[it.d];
+
+        item_cells(j, &it);
+        if (it.d != cur) {
             if (dirfd >= 0 && dirfd != j->rootfd)
                 close(dirfd);
-            cur = d;
+            cur = it.d;
             dirfd = *dir ? open_beneath(j->rootfd, dir, O_PATH | O_DIRECTORY, 0) : j->rootfd;
         }
-        int fd = dirfd < 0 ? dirfd : open_in_dir(j, dirfd, dir, spec);
+        int fd = dirfd < 0 ? dirfd : open_in_dir(j, dirfd, dir, &it);
         if (fd < 0) {
-            fill(spec->ncells, v, s, errno_status(-fd));
+            fill(it.spec->ncells, it.v, it.s, errno_status(-fd));
             continue;
         }
         do
@@ -450,14 +549,14 @@ static void *read_worker(void *arg)
         int e = errno;
         close(fd);
         errno = e;
-        parse_read(spec, n, j->buf, j->bufsize, v, s);
+        parse_read(it.spec, it.tab, n, j->buf, j->bufsize, it.v, it.s);
     }
     if (dirfd >= 0 && dirfd != j->rootfd)
         close(dirfd);
     return NULL;
 }
 
-static int reopen_if_gone(struct job *j, long i, const cg_spec *spec, ssize_t *n)
+static int reopen_if_gone(struct job *j, long i, long d, const cg_spec *spec, ssize_t *n)
 {
     int gone = *n < 0 && (errno == ENODEV || errno == ENOENT);
     int fd;
@@ -470,7 +569,7 @@ static int reopen_if_gone(struct job *j, long i, const cg_spec *spec, ssize_t *n
         return 0;
     close(j->fds[i]);
     j->fds[i] = -1;
-    fd = open_cell(j->rootfd, j->dirs[i / j->lay->nspecs], spec);
+    fd = open_cell(j->rootfd, j->dirs[d], spec);
     if (fd < 0)
         return fd;
     j->fds[i] = fd;
@@ -481,29 +580,28 @@ static int reopen_if_gone(struct job *j, long i, const cg_spec *spec, ssize_t *n
 static void *sample_worker(void *arg)
 {
     struct job *j = arg;
+    struct item it;
 
-    for (long i = j->lo; i < j->hi; i++) {
-        const cg_spec *spec;
-        uint64_t *v;
-        uint8_t *s;
+    item_at(j, &it, j->lo);
+    for (long i = j->lo; i < j->hi; i++, item_next(j, &it)) {
         ssize_t n;
 
-        cell_ptrs(j, i, &spec, &v, &s);
+        item_cells(j, &it);
         if (j->fds[i] < 0) {
-            int fd = open_cell(j->rootfd, j->dirs[i / j->lay->nspecs], spec);
+            int fd = open_cell(j->rootfd, j->dirs[it.d], it.spec);
             if (fd < 0) {
-                fill(spec->ncells, v, s, errno_status(-fd));
+                fill(it.spec->ncells, it.v, it.s, errno_status(-fd));
                 continue;
             }
             j->fds[i] = fd;
         }
         n = pread_retry(j->fds[i], j->buf, j->bufsize);
-        int rc = reopen_if_gone(j, i, spec, &n);
+        int rc = reopen_if_gone(j, i, it.d, it.spec, &n);
         if (rc < 0) {
-            fill(spec->ncells, v, s, errno_status(-rc));
+            fill(it.spec->ncells, it.v, it.s, errno_status(-rc));
             continue;
         }
-        parse_read(spec, n, j->buf, j->bufsize, v, s);
+        parse_read(it.spec, it.tab, n, j->buf, j->bufsize, it.v, it.s);
     }
     return NULL;
 }

@@ -31,6 +31,9 @@ static const char *const TOKENS[] = {
 };
 static const char *const KEYS[] = {"usage_usec", "user_usec", "anon", "file", "x"};
 static const uint32_t KEYLENS[] = {10, 9, 4, 4, 1};
+/* repeated keys take the parser's general path */
+static const char *const DUPKEYS[] = {"anon", "x", "anon"};
+static const uint32_t DUPLENS[] = {4, 1, 4};
 
 static size_t generate(char *buf, size_t cap)
 {
@@ -81,6 +84,7 @@ int main(int argc, char **argv)
         {"x", CG_FIELDS, 5, NULL, NULL},
         {"cpu.stat", CG_KEYED, 5, KEYS, KEYLENS},
         {"memory.stat", CG_KEYED, 2, KEYS + 2, KEYLENS + 2},
+        {"dup.stat", CG_KEYED, 3, DUPKEYS, DUPLENS},
     };
     int nspecs = (int)(sizeof specs / sizeof *specs);
 

@@ -184,6 +184,78 @@ static void test_writes(int root, int flags)
     CHECK(cg_rmdir(root, "..", flags) == -EINVAL);
 }
 
+/* Parses text with one keyed spec; returns the status of cell k, its value in *val. */
+static int keyed(const char *const *keys, int nkeys, const char *text, size_t n, int k,
+                 uint64_t *val)
+{
+    uint32_t lens[80];
+    uint64_t v[80];
+    uint8_t st[80];
+    for (int j = 0; j < nkeys; j++)
+        lens[j] = (uint32_t)strlen(keys[j]);
+    cg_spec spec = {"x.stat", CG_KEYED, nkeys, keys, lens};
+    cg_parse(&spec, text, n, v, st);
+    *val = v[k];
+    return st[k];
+}
+
+#define KEYED(keys, text, k, v)                                                              \
+    keyed(keys, (int)(sizeof keys / sizeof *keys), text, sizeof text - 1, k, v)
+
+static void test_parsers(void)
+{
+    static const char *const AF[] = {"anon", "file"};
+    static const char *const SPACED[] = {"a b"};
+    static const char *const EMPTY[] = {""};
+    static const char *const DUP[] = {"a", "a", "b"};
+    static const char *const TWICE[] = {"a", "a"};
+    uint64_t v;
+
+    /* first occurrence wins; later duplicates and malformed lines change nothing */
+    CHECK(KEYED(AF, "file 1\nanon 2\nanon 3\nfile x\n", 0, &v) == CG_OK && v == 2);
+    CHECK(KEYED(AF, "file 1\nanon 2\nanon 3\nfile x\n", 1, &v) == CG_OK && v == 1);
+    CHECK(KEYED(AF, "anon 5\nfile 6\ngarbage\n\xff\xff", 1, &v) == CG_OK && v == 6);
+    CHECK(KEYED(AF, "anon x\nanon 4\n", 0, &v) == CG_EPARSE && v == 0);
+    CHECK(KEYED(AF, "anon x\nanon 4\n", 1, &v) == CG_EMISSING_KEY);
+    CHECK(KEYED(AF, "anon 5", 0, &v) == CG_OK && v == 5);
+    CHECK(KEYED(AF, "anon 5\r\n", 0, &v) == CG_EPARSE);
+    CHECK(KEYED(AF, "anon  5\n", 0, &v) == CG_EPARSE);
+    CHECK(KEYED(AF, "\n\nanonx 1\nano 2\n anon 3\nanon\nfile 7\n", 0, &v) == CG_EMISSING_KEY);
+    CHECK(KEYED(AF, "\n\nanonx 1\nano 2\n anon 3\nanon\nfile 7\n", 1, &v) == CG_OK && v == 7);
+    CHECK(KEYED(AF, "", 0, &v) == CG_EMISSING_KEY);
+    /* a line's key ends at its first space, so a key holding a space never matches */
+    CHECK(KEYED(SPACED, "a b 5\n", 0, &v) == CG_EMISSING_KEY);
+    CHECK(KEYED(EMPTY, "x 1\n 7\n", 0, &v) == CG_OK && v == 7);
+    /* repeated keys take successive lines in key order from the last match */
+    CHECK(KEYED(TWICE, "a 1\na 2\n", 0, &v) == CG_OK && v == 1);
+    CHECK(KEYED(TWICE, "a 1\na 2\n", 1, &v) == CG_OK && v == 2);
+    CHECK(KEYED(DUP, "a 1\nb 2\na 3\n", 0, &v) == CG_OK && v == 1);
+    CHECK(KEYED(DUP, "a 1\nb 2\na 3\n", 1, &v) == CG_EMISSING_KEY);
+    CHECK(KEYED(DUP, "a 1\nb 2\na 3\n", 2, &v) == CG_OK && v == 2);
+
+    /* more keys than one 64-bit mask holds, listed in the reverse order */
+    static char names[70][16];
+    const char *many[70];
+    char text[70 * 8], *t = text;
+    for (int j = 0; j < 70; j++) {
+        snprintf(names[j], sizeof names[j], "k%d", j);
+        many[j] = names[j];
+    }
+    for (int j = 69; j >= 0; j--)
+        t += sprintf(t, "k%d %d\n", j, j * 3);
+    for (int j = 0; j < 70; j++)
+        CHECK(keyed(many, 70, text, (size_t)(t - text), j, &v) == CG_OK && v == (uint64_t)j * 3);
+
+    CHECK(cg_parse_token("18446744073709551615", 20, &v) == CG_OK && v == UINT64_MAX);
+    CHECK(cg_parse_token("18446744073709551616", 20, &v) == CG_ERANGE && v == 0);
+    CHECK(cg_parse_token("9999999999999999999", 19, &v) == CG_OK && v == 9999999999999999999ULL);
+    CHECK(cg_parse_token("00000000000000000000001", 23, &v) == CG_OK && v == 1);
+    CHECK(cg_parse_token("99999999999999999999999x", 24, &v) == CG_EPARSE && v == 0);
+    CHECK(cg_parse_token("12x", 3, &v) == CG_EPARSE && v == 0);
+    CHECK(cg_parse_token("-1", 2, &v) == CG_MAX && cg_parse_token("max", 3, &v) == CG_MAX);
+    CHECK(cg_parse_token("", 0, &v) == CG_EPARSE);
+}
+
 int main(void)
 {
     long magic;
@@ -211,6 +283,7 @@ int main(void)
     int root = cg_open_root(base, CG_ALLOW_ANY_FS, &magic);
     CHECK(root >= 0);
     CHECK(cg_online_cpus() >= 1);
+    test_parsers();
     test_read(root);
     test_many_dirs_threads(root);
     test_sampler(root);
