@@ -92,6 +92,7 @@ class Action:
 @dataclass
 class Plan:
     root: str  # the cgroupfs root the plan was made for
+    version: str = "v2"  # that hierarchy's version: "v1", "v2" or "hybrid"
     actions: list[Action] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)  # memory limits below usage
     warnings: list[str] = field(default_factory=list)
@@ -265,7 +266,7 @@ def build(
     root = hierarchy.root
     mounts = hierarchy_mounts(hierarchy)
     check_targets(desired, mounts)
-    plan = Plan(root=root)
+    plan = Plan(root=root, version=hierarchy.version)
     v2 = hierarchy.version == "v2"
     missing_ctrl = [c for c in ESSENTIAL if c not in mounts]
     if missing_ctrl and desired:

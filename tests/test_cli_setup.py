@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from clirun import run_cli
 from fakecgroup import fake_hierarchy, snapshot
-
-from cgalloc.cli import main
 
 NODE = [
     "--capacity",
@@ -38,11 +37,7 @@ def tree(tmp_path, monkeypatch):
     return fake_tree(tmp_path, monkeypatch, "v2")
 
 
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(list(argv))
-    out, err = capsys.readouterr()
-    return exc.value.code or 0, out, err
+run = run_cli
 
 
 def where(root: Path, tmp: Path) -> list[str]:

@@ -4,21 +4,13 @@ import json
 
 import pytest
 import yaml
-
-from cgalloc.cli import main
+from clirun import run_cli
 
 # Host hugepages would change Allocatable memory; pin the x86 page sizes to 0.
 PLAN = "hugepages-2Mi=0,hugepages-1Gi=0"
 
 
-def run(capsys, *args):
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
+run = run_cli
 
 
 def show_json(capsys, *args):

@@ -7,9 +7,8 @@ import os
 import shutil
 
 import pytest
+from clirun import run_cli
 from test_stats import make_v1, make_v2, write_files
-
-from cgalloc.cli import main
 
 GIB8 = 8 * 2**30
 # V2_MEMORY_STAT in test_stats: anon 2 MiB, file 5 MiB, inactive_file 3 MiB.
@@ -18,13 +17,7 @@ ROOT_WS = ROOT_USAGE - 3145728
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        main(["stats", *args])
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, "stats", *args)
 
 
 @pytest.fixture

@@ -4,20 +4,15 @@ import json
 
 import pytest
 import typer
+from clirun import run_cli
 
-from cgalloc.cli import app, main
+from cgalloc.cli import app
 
 BASE = ("show", "--capacity", "cpu=2,memory=4Gi")
 
 
 def run(capsys, *args):
-    try:
-        main([*BASE, *args])
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return run_cli(capsys, *BASE, *args)
 
 
 def problems(capsys, *args):

@@ -247,7 +247,7 @@ def register(app: typer.Typer) -> None:
             require_no_refusals(p, force)
             units = None
             if dbus:
-                v2 = detect(tree.cgroupfs, switches.mountinfo).version == "v2"
+                v2 = p.version == "v2"
                 units = SystemdUnits.for_plan(Systemd(), state_dir, p, v2, cgroup_roles(cfg))
             result: Result = apply(p, state, record, switches=switches, units=units)
         doc = {"dry_run": False, "plan": p.to_json(), **result.to_json()}

@@ -14,7 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from cgalloc.cli import main
+from clirun import run_cli
+
 from kernel.util import is_v2, scratch_cgroup
 
 MiB = 1 << 20
@@ -29,13 +30,7 @@ BUSY = (
 
 
 def _run(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        main(["stats", *args])
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, "stats", *args)
 
 
 def test_stats_reports_a_busy_pod(capsys) -> None:
