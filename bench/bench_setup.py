@@ -41,7 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import fakecgroup
 
+import cgalloc.apply
 from bench import results
+from cgalloc.apply import TestSwitches
 from cgalloc.cgroupfs import detect
 from cgalloc.cli import main
 from cgalloc.plan import hierarchy_mounts
@@ -198,17 +200,9 @@ class Node:
 
 @pytest.fixture(scope="module", autouse=True)
 def _env():
-    keys = ("CGALLOC_TEST_ALLOW_ANY_FS", "CGALLOC_TEST_KERNEL", "CGALLOC_TEST_MOUNTINFO")
-    saved = {k: os.environ.get(k) for k in keys}
-    if not REAL:
-        os.environ["CGALLOC_TEST_ALLOW_ANY_FS"] = "1"
-        os.environ["CGALLOC_TEST_KERNEL"] = f"{__name__}:KERNEL"
+    saved = cgalloc.apply.SWITCHES
     yield
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    cgalloc.apply.SWITCHES = saved
     if RESULTS:
         where = "real cgroupfs" if REAL else "fake v2 tree"
         results.SECTIONS.append((f"setup of a tree with {PODS} pod cgroups ({where})", table()))
@@ -217,7 +211,8 @@ def _env():
 def _fresh() -> Node:
     node = Node()
     if not REAL:
-        os.environ["CGALLOC_TEST_MOUNTINFO"] = str(node.base / "mountinfo")
+        # the fake tree, installed in-process (the tool reads no test switch from anywhere)
+        cgalloc.apply.SWITCHES = TestSwitches(True, KERNEL, str(node.base / "mountinfo"))
     return node
 
 

@@ -4,27 +4,16 @@ Every change is journaled before it is made (see :mod:`cgalloc.ownership`). If o
 the changes already made are undone in reverse — values restored, processes moved back,
 controllers disabled, created cgroups removed deepest first — and the error says so.
 
-Test-only switches (environment, all off by default; never set them on a real node):
-
-- ``CGALLOC_TEST_ALLOW_ANY_FS=1``: accept a hierarchy root that is not a cgroup filesystem
-  (a fake tree in a temporary directory).
-- ``CGALLOC_TEST_KERNEL=module:object``: with the above, an object with
-  ``after_mkdir(mount, path)``, ``before_rmdir(mount, path)`` and
-  ``on_write(mount, relpath, value) -> content`` that stands in for the kernel populating and
-  clearing a fake cgroup directory and resolving ``+cpu``/``-cpu`` in ``cgroup.subtree_control``.
-- ``CGALLOC_TEST_MOUNTINFO=FILE``: with the above, read the mounts from FILE instead of
-  ``/proc/self/mountinfo`` (a fake tree describes itself there).
-- ``CGALLOC_TEST_PAUSE_AFTER_WRITES=N``: sleep after N changes (to kill a run midway).
+The commands run with :data:`SWITCHES`, all off. Nothing in the installed tool (no
+environment variable, no option) changes them: the test suite replaces them in-process to drive
+a fake tree in a temporary directory (``tests/fakecgroup.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import importlib
 import os
-import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -45,28 +34,28 @@ class KernelHooks(Protocol):
 
 @dataclass(frozen=True)
 class TestSwitches:
-    """The test-only environment switches (module docstring)."""
+    """Stand-ins for a fake tree, set only by the test suite (module docstring).
+
+    ``allow_any_fs`` accepts a hierarchy root that is not a cgroup filesystem; ``kernel``
+    stands in for the kernel populating and clearing a fake cgroup directory and resolving
+    ``+cpu``/``-cpu`` in ``cgroup.subtree_control``; ``mountinfo`` is read instead of
+    ``/proc/self/mountinfo``.
+    """
 
     __test__ = False  # not a pytest test class
 
     allow_any_fs: bool = False
     kernel: KernelHooks | None = None
-    pause_after: int | None = None
     mountinfo: str = "/proc/self/mountinfo"
 
-    @classmethod
-    def from_env(cls, env=os.environ) -> TestSwitches:
-        allow = env.get("CGALLOC_TEST_ALLOW_ANY_FS") == "1"
-        kernel = None
-        spec = env.get("CGALLOC_TEST_KERNEL")
-        if allow and spec:
-            module, _, attr = spec.partition(":")
-            kernel = getattr(importlib.import_module(module), attr)
-        pause = env.get("CGALLOC_TEST_PAUSE_AFTER_WRITES")
-        mountinfo = env.get("CGALLOC_TEST_MOUNTINFO") if allow else None
-        return cls(
-            allow, kernel, int(pause) if pause else None, mountinfo or "/proc/self/mountinfo"
-        )
+
+# What the commands run with: always these defaults outside the test suite.
+SWITCHES = TestSwitches()
+
+
+def switches() -> TestSwitches:
+    """The switches in force (the defaults, unless a test replaced :data:`SWITCHES`)."""
+    return SWITCHES
 
 
 @dataclass
@@ -188,7 +177,7 @@ def apply(
     roots = roots or Roots(allow_any_fs=switches.allow_any_fs)
     result = Result(plan.root)
     created: set[tuple[str, str]] = set()
-    for count, a in enumerate(plan.actions, start=1):
+    for a in plan.actions:
         if a.kind != "move":
             controllers = a.new.replace("+", "").split() if a.kind == "enable" else ()
             state.append(journal_entry(a.kind, a.mount, a.path, a.file, a.old, controllers))
@@ -222,9 +211,6 @@ def apply(
         if a.kind == "mkdir":
             created.add((a.mount, a.path))
         result.done.append(a)
-        if switches.pause_after is not None and count == switches.pause_after:
-            print(f"cgalloc: test pause after {count} changes", file=sys.stderr, flush=True)
-            time.sleep(3600)
     if result.done:
         state.save(_fold(record, result.done, created))
     else:

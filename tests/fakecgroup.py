@@ -2,8 +2,8 @@
 
 A real cgroupfs creates interface files on mkdir, removes them on rmdir and turns
 ``+cpu -memory`` written to ``cgroup.subtree_control`` into the resulting set. A directory
-on tmpfs does none of that, so ``KERNEL`` does it for cgalloc's apply engine (selected with
-the test-only ``CGALLOC_TEST_KERNEL=fakecgroup:KERNEL``). Values read back end in a newline,
+on tmpfs does none of that, so ``KERNEL`` does it for cgalloc's apply engine (installed
+in-process by :func:`use_fake_tree`, never through the environment). Values read back end in a newline,
 as from the kernel. The tree's own ``mountinfo`` describes its mounts for ``cgroupfs.detect``.
 """
 
@@ -154,3 +154,19 @@ def fake_hierarchy(base: Path, version: str):
 
     root = make_tree(base, version)
     return root, detect(str(root), str(base / "mountinfo"))
+
+
+def fake_switches(base: Path, kernel=None):
+    """The apply switches for the fake tree under ``base`` (see :func:`make_tree`)."""
+    from cgalloc.apply import TestSwitches
+
+    return TestSwitches(
+        allow_any_fs=True, kernel=kernel or KERNEL, mountinfo=str(Path(base) / "mountinfo")
+    )
+
+
+def use_fake_tree(monkeypatch, base: Path, kernel=None) -> None:
+    """Make the CLI commands run in this process act on the fake tree under ``base``."""
+    import cgalloc.apply
+
+    monkeypatch.setattr(cgalloc.apply, "SWITCHES", fake_switches(base, kernel))

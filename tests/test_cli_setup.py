@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from clirun import run_cli
-from fakecgroup import fake_hierarchy, snapshot
+from fakecgroup import fake_hierarchy, snapshot, use_fake_tree
 
 NODE = [
     "--capacity",
@@ -26,9 +26,7 @@ NODE = [
 
 def fake_tree(tmp_path: Path, monkeypatch, version: str) -> Path:
     root, _ = fake_hierarchy(tmp_path, version)
-    monkeypatch.setenv("CGALLOC_TEST_ALLOW_ANY_FS", "1")
-    monkeypatch.setenv("CGALLOC_TEST_KERNEL", "fakecgroup:KERNEL")
-    monkeypatch.setenv("CGALLOC_TEST_MOUNTINFO", str(tmp_path / "mountinfo"))
+    use_fake_tree(monkeypatch, tmp_path)
     return root
 
 

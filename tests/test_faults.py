@@ -91,23 +91,18 @@ def test_nth_change_failing_restores_the_tree_exactly(tmp_path, version):
         assert sorted(os.listdir(base / "state")) == ["lock"]
 
 
-def _env(base: Path, **extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        CGALLOC_TEST_ALLOW_ANY_FS="1",
-        CGALLOC_TEST_KERNEL="fakecgroup:KERNEL",
-        CGALLOC_TEST_MOUNTINFO=str(base / "mountinfo"),
-        PYTHONPATH=os.pathsep.join([str(REPO / "tests"), env.get("PYTHONPATH", "")]),
-        **extra,
-    )
-    return env
+def _env(base: Path) -> dict[str, str]:
+    return dict(os.environ)
 
 
-def _args(base: Path, *more: str) -> list[str]:
+def _args(base: Path, *more: str, pause_after: int | None = None) -> list[str]:
+    pause = ["--pause-after", str(pause_after)] if pause_after is not None else []
     return [
         sys.executable,
-        "-m",
-        "cgalloc",
+        str(REPO / "tests" / "fakecli.py"),
+        str(base),
+        *pause,
+        "--",
         *more,
         "--cgroupfs",
         str(base / "cgroup"),
@@ -132,8 +127,8 @@ NODE = [
 
 def _start_paused(base: Path, after: int) -> subprocess.Popen:
     proc = subprocess.Popen(
-        _args(base, "setup", *NODE),
-        env=_env(base, CGALLOC_TEST_PAUSE_AFTER_WRITES=str(after)),
+        _args(base, "setup", *NODE, pause_after=after),
+        env=_env(base),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import typer
 
 from cgalloc.apply import Result, TestSwitches, apply
+from cgalloc.apply import switches as current_switches
 from cgalloc.cgroupfs import detect
 from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, add_options, node_inputs
 from cgalloc.cli.render import OutputFormat, emit, output_option, warn
@@ -224,7 +225,7 @@ def register(app: typer.Typer) -> None:
         ),
         output: OutputFormat = output_option(),
     ) -> None:
-        switches = TestSwitches.from_env()
+        switches = current_switches()
         cfg = inputs.load_config()
         dbus = tree.dbus(cfg.cgroup_driver, switches)
         if dry_run:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from cgalloc.apply import TestSwitches, teardown
+from cgalloc.apply import switches as current_switches
+from cgalloc.apply import teardown
 from cgalloc.cli.render import OutputFormat, output_option
 from cgalloc.cli.setup import cgroupfs_option, report, require_root, state_dir_option
 from cgalloc.ownership import StateDir
@@ -25,7 +26,7 @@ def register(app: typer.Typer) -> None:
         state_dir: str = state_dir_option(),
         output: OutputFormat = output_option(),
     ) -> None:
-        switches = TestSwitches.from_env()
+        switches = current_switches()
         require_root(switches)
         state = StateDir(state_dir)
         with state.locked():

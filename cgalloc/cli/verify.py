@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from cgalloc.apply import TestSwitches
+from cgalloc.apply import switches as current_switches
 from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
 from cgalloc.cli.render import OutputFormat, output_option
 from cgalloc.cli.setup import TreeOptions, report, tree_options
@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
     def verify(
         inputs: NodeInputs, tree: TreeOptions, output: OutputFormat = output_option()
     ) -> None:
-        lines = drift(tree.plan(inputs, TestSwitches.from_env()))
+        lines = drift(tree.plan(inputs, current_switches()))
         summary = f"drift: {len(lines)} differences" if lines else "in sync: the tree matches"
         report({"in_sync": not lines, "drift": lines}, lines, summary, output)
         if lines:
