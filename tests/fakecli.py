@@ -13,11 +13,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import cgalloc.apply  # noqa: E402
-from fakecgroup import fake_switches  # noqa: E402
+from fakecgroup import fake_switches
 
-from cgalloc.cli import main  # noqa: E402
-from cgalloc.ownership import StateDir  # noqa: E402
+import cgalloc.apply
+from cgalloc.cli import main
+from cgalloc.ownership import StateDir
 
 
 def pause_after(changes: int) -> None:
