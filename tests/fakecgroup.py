@@ -4,7 +4,8 @@ A real cgroupfs creates interface files on mkdir, removes them on rmdir and turn
 ``+cpu -memory`` written to ``cgroup.subtree_control`` into the resulting set. A directory
 on tmpfs does none of that, so ``KERNEL`` does it for cgalloc's apply engine (installed
 in-process by :func:`use_fake_tree`, never through the environment). Values read back end
-in a newline, as from the kernel. The tree's own ``mountinfo`` describes its mounts for ``cgroupfs.detect``.
+in a newline, as from the kernel. The tree's own ``mountinfo`` describes its mounts for
+``cgroupfs.detect``.
 """
 
 from __future__ import annotations
