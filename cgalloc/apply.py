@@ -177,10 +177,18 @@ def apply(
     roots = roots or Roots(allow_any_fs=switches.allow_any_fs)
     result = Result(plan.root)
     created: set[tuple[str, str]] = set()
+    if not plan.actions:
+        return result
+    try:
+        state.journal([_entry(a) for a in plan.actions if a.kind != "move"])
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            state.discard_journal()
+        raise CgallocError(
+            f"cannot record the planned changes in the state directory {state.path} "
+            f"(--state-dir): {_reason(exc)}; nothing was changed."
+        ) from exc
     for a in plan.actions:
-        if a.kind != "move":
-            controllers = a.new.replace("+", "").split() if a.kind == "enable" else ()
-            state.append(journal_entry(a.kind, a.mount, a.path, a.file, a.old, controllers))
         try:
             if a.kind == "move":
                 _move(roots, a.mount, _rel(a.path, a.file), a.new, switches.kernel)
@@ -189,41 +197,50 @@ def apply(
         except ProcessLookupError:
             continue
         except (OSError, SystemdError) as exc:
-            failed = f"{a.describe(plan.root)} failed: {_reason(exc)}"
-            problems = _rollback(roots, result.done, switches.kernel, created, plan.root, units)
-            if problems:
-                state.save(_fold(record, result.done, created, problems))
-                raise CgallocError(
-                    "\n".join(
-                        [
-                            failed,
-                            "rollback was incomplete; still changed:",
-                            *problems,
-                            "the record of what cgalloc changed keeps these for teardown.",
-                        ]
-                    )
-                ) from exc
-            state.discard_journal()
-            raise CgallocError(
-                f"{failed}; all {len(result.done)} earlier changes were undone, "
-                "the node is as it was."
-            ) from exc
+            _fail(
+                state, record, result, created, roots, switches, units, exc, a.describe(plan.root)
+            )
         if a.kind == "mkdir":
             created.add((a.mount, a.path))
         result.done.append(a)
-    if result.done:
-        state.save(_fold(record, result.done, created))
-    else:
-        state.discard_journal()
+    try:
+        state.save(_fold(record, result.done))
+    except OSError as exc:
+        what = f"recording the {len(result.done)} changes in {state.path} (--state-dir)"
+        _fail(state, record, result, created, roots, switches, units, exc, what)
     return result
 
 
-def _fold(record: Record, done: list[Action], created: set, failed_undo=()) -> Record:
+def _entry(a: Action) -> dict:
+    controllers = a.new.replace("+", "").split() if a.kind == "enable" else ()
+    return journal_entry(a.kind, a.mount, a.path, a.file, a.old, controllers)
+
+
+def _fail(state, record, result, created, roots, switches, units, exc, what: str) -> None:
+    """Undo what the run did after ``what`` failed with ``exc``, and raise saying so."""
+    failed = f"{what} failed: {_reason(exc)}"
+    done = result.done
+    problems = _rollback(roots, done, switches.kernel, created, result.root, units)
+    if problems:
+        try:
+            state.save(_fold(record, done))
+            kept = "the record of what cgalloc changed keeps these for teardown."
+        except OSError:
+            kept = f"the journal in {state.path} keeps these for teardown."
+        raise CgallocError(
+            "\n".join([failed, "rollback was incomplete; still changed:", *problems, kept])
+        ) from exc
+    with contextlib.suppress(OSError):
+        state.discard_journal()
+    raise CgallocError(
+        f"{failed}; all {len(done)} earlier changes were undone, the node is as it was."
+    ) from exc
+
+
+def _fold(record: Record, done: list[Action]) -> Record:
     for a in done:
-        if a.kind == "move":
-            continue
-        controllers = a.new.replace("+", "").split() if a.kind == "enable" else ()
-        record.note(journal_entry(a.kind, a.mount, a.path, a.file, a.old, controllers))
+        if a.kind != "move":
+            record.note(_entry(a))
     return record
 
 

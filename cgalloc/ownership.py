@@ -1,14 +1,20 @@
 """What cgalloc owns on this node, and the lock that serialises runs.
 
-The state directory (default ``/run/cgalloc``) holds:
+The state directory (default ``/var/lib/cgalloc``, which survives a reboot as the cgroups
+cgalloc made on a v1 host or under a persistent systemd slice may) holds:
 
 - ``lock``: an ``flock``-ed file; one setup/teardown at a time.
 - ``owned.json``: the record of what cgalloc did to the hierarchy — cgroup directories it created,
   the original value of every file it changed in a cgroup it did not create, and the controllers
   it enabled in ``cgroup.subtree_control``. ``teardown`` undoes exactly that.
-- ``journal.jsonl``: one line per change, appended *before* the change is made. A run that is
-  killed midway leaves it behind; the next run folds it into the record, so nothing it did is
-  forgotten.
+- ``journal.jsonl``: one line per change of a run, written and fsync-ed *before* the first
+  change is made (a change is never made before its record is durable). A run that is killed
+  midway leaves it behind; the next run folds it into the record, so nothing it did is
+  forgotten. An entry for a change never made is harmless: teardown skips cgroups that do not
+  exist and restores values that were never changed to what they already are.
+
+A record or journal that cgalloc cannot read (corrupt, truncated, foreign) stops the run with
+one sentence saying what is wrong and how to recover, rather than being silently ignored.
 """
 
 from __future__ import annotations
@@ -20,9 +26,9 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from cgalloc.errors import HostError
+from cgalloc.errors import HostError, InputError
 
-DEFAULT_STATE_DIR = "/run/cgalloc"
+DEFAULT_STATE_DIR = "/var/lib/cgalloc"
 RECORD_NAME = "owned.json"
 JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = "lock"
@@ -66,12 +72,54 @@ class Record:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> Record:
+    def from_json(cls, data: object) -> Record:
+        """The record from its JSON form; ValueError saying what is wrong with its shape."""
+        if not isinstance(data, dict) or data.get("version") != RECORD_VERSION:
+            raise ValueError(f"it is not a cgalloc record of version {RECORD_VERSION}")
         rec = cls()
-        rec.created = {(m, p) for m, p in data.get("created", [])}
-        rec.changed = {(m, p, f): v for m, p, f, v in data.get("changed", [])}
-        rec.enabled = {(m, p): set(c) for m, p, c in data.get("enabled", [])}
+        rec.created = {(m, p) for m, p in _rows(data, "created", (str, str))}
+        rec.changed = {(m, p, f): v for m, p, f, v in _rows(data, "changed", (str,) * 4)}
+        rec.enabled = {(m, p): set(c) for m, p, c in _rows(data, "enabled", (str, str, list))}
+        if any(not all(isinstance(x, str) for x in c) for c in rec.enabled.values()):
+            raise ValueError("its enabled controllers are not names")
         return rec
+
+    def entries(self) -> list[tuple[str, str, str]]:
+        """(what, mount, path) of every entry, for checking where they point."""
+        out = [("created", m, p) for m, p in self.created]
+        out += [("changed", m, p) for m, p, _f in self.changed]
+        out += [("enabled", m, p) for m, p in self.enabled]
+        return sorted(out)
+
+
+def _rows(data: dict, key: str, shape: tuple[type, ...]) -> list:
+    rows = data.get(key, [])
+    ok = isinstance(rows, list) and all(
+        isinstance(r, list)
+        and len(r) == len(shape)
+        and all(isinstance(x, t) for x, t in zip(r, shape, strict=True))
+        for r in rows
+    )
+    if not ok:
+        raise ValueError(f"its {key!r} entries do not have the form of cgalloc's record")
+    return rows
+
+
+JOURNAL_KINDS = {"mkdir": (), "write": ("file", "old"), "enable": ("controllers",)}
+
+
+def _journal_entry_ok(entry: object) -> bool:
+    if not isinstance(entry, dict) or entry.get("kind") not in JOURNAL_KINDS:
+        return False
+    if not (isinstance(entry.get("mount"), str) and isinstance(entry.get("path"), str)):
+        return False
+    kind = entry["kind"]
+    if kind == "write":
+        return isinstance(entry.get("file"), str) and isinstance(entry.get("old"), str | None)
+    if kind == "enable":
+        ctrls = entry.get("controllers")
+        return isinstance(ctrls, list) and all(isinstance(c, str) for c in ctrls)
+    return True
 
 
 def journal_entry(
@@ -92,36 +140,90 @@ class StateDir:
 
     def __init__(self, path: str = DEFAULT_STATE_DIR):
         self.path = path
-        self._journal = None
 
     def _file(self, name: str) -> str:
         return os.path.join(self.path, name)
 
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[StateDir]:
-        """Hold the exclusive lock; a second run waits here until the first is done."""
-        try:
+    def _broken(self, name: str, what: str) -> InputError:
+        return InputError(
+            f"--state-dir {self.path}: {name} cannot be used: {what}; cgalloc wrote neither it "
+            f"nor anything else this run. Restore it from a backup, or move it aside (cgalloc "
+            f"then forgets what it made: remove those cgroups by hand) and run again."
+        )
+
+    def _open_lock(self, create: bool) -> int:
+        if create:
             os.makedirs(self.path, mode=0o700, exist_ok=True)
-            fd = os.open(self._file(LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            raise HostError(
-                f"cannot use the state directory {self.path} (--state-dir): {exc.strerror}"
-            ) from exc
-        try:
+        elif not os.path.isdir(self.path):
+            raise InputError(
+                f"--state-dir {self.path} does not exist; give the directory setup used "
+                f"(default {DEFAULT_STATE_DIR})."
+            )
+        return os.open(self._file(LOCK_NAME), os.O_RDWR | os.O_CLOEXEC | os.O_CREAT, 0o600)
+
+    @contextlib.contextmanager
+    def locked(self, create: bool = True) -> Iterator[StateDir]:
+        """Hold the exclusive lock; a second run waits here until the first is done.
+
+        ``create`` makes the directory and lock when missing (setup). A directory this run made
+        is removed again when the run ends on bad input with nothing recorded in it, so a
+        refused run leaves nothing behind. ``create=False`` (teardown) refuses a missing
+        directory with exit 2 and creates nothing.
+        """
+        made = create and not os.path.isdir(self.path)
+        while True:
+            try:
+                fd = self._open_lock(create)
+            except OSError as exc:
+                if create and isinstance(exc, FileNotFoundError):
+                    continue  # removed by a refused run between our makedirs and open: again
+                raise HostError(
+                    f"cannot use the state directory {self.path} (--state-dir): {exc.strerror}."
+                ) from exc
             fcntl.flock(fd, fcntl.LOCK_EX)
-            yield self
-        finally:
-            self.close_journal()
+            # A refused first run may have removed the lock file while we waited on it: lock
+            # the file now in the directory, or two runs would each hold "the" lock.
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self._file(LOCK_NAME)))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
             os.close(fd)
+        try:
+            yield self
+        except InputError:
+            if made:
+                self._remove_if_unused()
+            raise
+        finally:
+            os.close(fd)
+
+    def _remove_if_unused(self) -> None:
+        with contextlib.suppress(OSError):
+            if os.listdir(self.path) == [LOCK_NAME]:
+                os.unlink(self._file(LOCK_NAME))
+                os.rmdir(self.path)
 
     def load(self) -> Record:
         """The record, with any journal a killed run left behind folded in (and saved)."""
         rec = Record()
         try:
-            with open(self._file(RECORD_NAME), encoding="utf-8") as fh:
-                rec = Record.from_json(json.load(fh))
+            with open(self._file(RECORD_NAME), "rb") as fh:
+                raw = fh.read(64 << 20)
         except FileNotFoundError:
-            pass
+            raw = None
+        except OSError as exc:
+            raise self._broken(RECORD_NAME, exc.strerror or str(exc)) from exc
+        if raw is not None:
+            try:
+                rec = Record.from_json(json.loads(raw.decode("utf-8")))
+            except UnicodeDecodeError as exc:
+                raise self._broken(RECORD_NAME, "it is not UTF-8 text") from exc
+            except json.JSONDecodeError as exc:
+                raise self._broken(RECORD_NAME, f"it is not valid JSON ({exc.msg})") from exc
+            except (ValueError, RecursionError) as exc:
+                raise self._broken(RECORD_NAME, str(exc) or "bad shape") from exc
         pending = self._read_journal()
         if pending:
             for entry in pending:
@@ -130,47 +232,76 @@ class StateDir:
         return rec
 
     def save(self, rec: Record) -> None:
-        """Replace the record atomically (or remove it when empty) and drop the journal."""
+        """Replace the record atomically and durably (or remove it when empty), then drop the
+        journal. OSError when the directory cannot take it."""
         target = self._file(RECORD_NAME)
         if rec.is_empty():
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(target)
         else:
             tmp = target + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(rec.to_json(), fh, indent=1, sort_keys=True)
-                fh.write("\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
+            data = json.dumps(rec.to_json(), indent=1, sort_keys=True) + "\n"
+            try:
+                _write_file(tmp, data.encode(), os.O_TRUNC)
+                os.replace(tmp, target)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        self._sync_dir()
         self.discard_journal()
 
     def _read_journal(self) -> list[dict]:
         try:
-            with open(self._file(JOURNAL_NAME), encoding="utf-8") as fh:
-                lines = fh.read().splitlines()
+            with open(self._file(JOURNAL_NAME), "rb") as fh:
+                raw = fh.read(64 << 20)
         except FileNotFoundError:
             return []
+        except OSError as exc:
+            raise self._broken(JOURNAL_NAME, exc.strerror or str(exc)) from exc
+        lines = raw.split(b"\n")
         entries = []
-        for line in lines:
-            # A run killed mid-append leaves a torn last line; everything before it is whole.
-            with contextlib.suppress(ValueError):
-                entries.append(json.loads(line))
+        for i, line in enumerate(lines):
+            if not line:
+                continue
+            try:
+                entry = json.loads(line.decode("utf-8"))
+            except (ValueError, RecursionError):
+                if i == len(lines) - 1:
+                    break  # a run killed mid-write leaves a torn last line; the rest is whole
+                entry = None
+            if not _journal_entry_ok(entry):
+                raise self._broken(JOURNAL_NAME, f"line {i + 1} is not a cgalloc journal entry")
+            entries.append(entry)
         return entries
 
-    def append(self, entry: dict) -> None:
-        """Journal a change before it is made (one write; the page cache survives SIGKILL)."""
-        if self._journal is None:
-            self._journal = open(self._file(JOURNAL_NAME), "a", encoding="utf-8")  # noqa: SIM115
-        self._journal.write(json.dumps(entry, sort_keys=True) + "\n")
-        self._journal.flush()
+    def journal(self, entries: list[dict]) -> None:
+        """Record changes about to be made, durably (written and fsync-ed), before the first
+        is made. OSError when the directory cannot take it."""
+        data = "".join(json.dumps(e, sort_keys=True) + "\n" for e in entries).encode()
+        _write_file(self._file(JOURNAL_NAME), data, os.O_APPEND)
+        self._sync_dir()
 
-    def close_journal(self) -> None:
-        if self._journal is not None:
-            self._journal.close()
-            self._journal = None
+    def _sync_dir(self) -> None:
+        """Make a created, replaced or removed name in the directory durable."""
+        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def discard_journal(self) -> None:
-        self.close_journal()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._file(JOURNAL_NAME))
+
+
+def _write_file(path: str, data: bytes, mode: int) -> None:
+    """Write ``data`` whole and fsync it; a short write (a full disk) is an OSError."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | mode, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)

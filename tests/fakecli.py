@@ -1,8 +1,8 @@
 """``python tests/fakecli.py BASE [--pause-after N] -- ARGS``: the cgalloc CLI on the fake tree
 under BASE, in a process of its own (so a test can kill it midway or run two at once).
 
-With ``--pause-after N`` it stops for an hour once N changes are made, before the next one is
-journaled, announcing ``cgalloc: test pause after N changes`` on stderr.
+With ``--pause-after N`` it stops for an hour once N changes are made, before the next one,
+announcing ``cgalloc: test pause after N changes`` on stderr.
 """
 
 from __future__ import annotations
@@ -17,23 +17,21 @@ from fakecgroup import fake_switches
 
 import cgalloc.apply
 from cgalloc.cli import main
-from cgalloc.ownership import StateDir
 
 
 def pause_after(changes: int) -> None:
-    """Make StateDir stop before journaling change ``changes + 1`` (every change is journaled
-    right before it is made, so exactly ``changes`` are made then)."""
-    append = StateDir.append
+    """Make apply stop before change ``changes + 1`` (so exactly ``changes`` are made)."""
+    perform = cgalloc.apply._perform
     seen = [0]
 
-    def pausing(self: StateDir, entry: dict) -> None:
+    def pausing(*args, **kwargs) -> None:
         if seen[0] == changes:
             print(f"cgalloc: test pause after {changes} changes", file=sys.stderr, flush=True)
             time.sleep(3600)
         seen[0] += 1
-        append(self, entry)
+        perform(*args, **kwargs)
 
-    StateDir.append = pausing  # type: ignore[method-assign]
+    cgalloc.apply._perform = pausing
 
 
 def run(argv: list[str]) -> None:
