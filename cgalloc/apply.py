@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cgalloc import core
-from cgalloc.errors import CgallocError
+from cgalloc.errors import CgallocError, InputError
 from cgalloc.ownership import Record, StateDir, journal_entry
 from cgalloc.plan import Action, Plan, read_file
 from cgalloc.systemd import Systemd, SystemdError, SystemdUnits, UnitRecord
@@ -271,6 +271,51 @@ def _has_procs(mount: str, path: str) -> bool:
     return bool((read_file(mount, path, "cgroup.procs") or "").strip())
 
 
+def _outside(root: str, mount: str, path: str, what: str) -> bool:
+    """Whether a record entry points outside the hierarchy mounted at (or just below) ``root``:
+    setup only ever records a mount that is the root (v2) or a directory in it (v1), and a
+    normalised relative cgroup path below that mount (the root cgroup itself only for the
+    controllers it enabled)."""
+    root = os.path.normpath(root)
+    if not os.path.isabs(mount) or os.path.normpath(mount) != mount:
+        return True
+    if mount != root and os.path.dirname(mount) != root:
+        return True
+    if not path:
+        return what != "enabled"
+    parts = path.split("/")
+    if any(p in ("", ".", "..") or "\x00" in p or "\n" in p for p in parts):
+        return True
+    real_mount = os.path.realpath(mount)
+    real = os.path.realpath(os.path.join(mount, path))
+    return not real.startswith(real_mount + "/")  # through a symlink
+
+
+def check_managed(root: str, record: Record) -> None:
+    """Refuse a record with entries outside the tree below ``root`` (a tampered record)."""
+    bad = [
+        f"  {what} {os.path.join(mount, path)}"
+        for what, mount, path in record.entries()
+        if _outside(root, mount, path, what)
+    ]
+    bad += [
+        f"  changed file {f!r} of {os.path.join(m, p)}"
+        for m, p, f in sorted(record.changed)
+        if not f or "/" in f or f.startswith(".") or "\x00" in f
+    ]
+    if bad:
+        raise InputError(
+            "\n".join(
+                [
+                    f"--state-dir: the record names cgroups outside the tree setup manages below "
+                    f"--cgroupfs {root}; teardown acts only inside it and changed nothing. "
+                    "Check --cgroupfs, or remove these entries from the record:",
+                    *bad,
+                ]
+            )
+        )
+
+
 def teardown(
     root: str,
     state: StateDir,
@@ -285,8 +330,11 @@ def teardown(
     remove the cgroups it created (only when empty, deepest first), disable the controllers it
     enabled.
 
-    What cannot be undone stays in the record and is listed in ``Result.kept``.
+    What cannot be undone stays in the record and is listed in ``Result.kept``. A record naming
+    anything outside the tree setup manages below ``root`` is refused whole (InputError listing
+    the entries) before anything is written.
     """
+    check_managed(root, record)
     roots = roots or Roots(allow_any_fs=switches.allow_any_fs)
     result = Result(root)
     for (mount, path, file), original in sorted(record.changed.items()):

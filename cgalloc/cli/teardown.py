@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
         switches = current_switches()
         require_root(switches)
         state = StateDir(state_dir)
-        with state.locked():
+        with state.locked(create=False):
             result = teardown(cgroupfs, state, state.load(), switches=switches)
         if result.kept:
             summary = f"undid {result.writes} changes, kept {len(result.kept)}"

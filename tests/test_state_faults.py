@@ -1,0 +1,205 @@
+"""The state directory failing mid-run (full disk, I/O error, read-only): every change undone,
+the tree byte-identical, one sentence and exit 1; and the record/journal/lock rules."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+
+import pytest
+from clirun import run_cli
+from fakecgroup import fake_hierarchy, snapshot, use_fake_tree
+
+import cgalloc.ownership
+
+NODE = [
+    "--capacity",
+    "cpu=4,memory=8Gi,pid=4096,ephemeral-storage=100Gi",
+    "--system-reserved",
+    "cpu=500m,memory=1Gi",
+    "--enforce",
+    "pods,system-reserved",
+    "--system-reserved-cgroup",
+    "/system.slice",
+]
+FAULTS = (errno.ENOSPC, errno.EIO, errno.EROFS)
+COUNTED = ("open", "write", "fsync", "replace")  # every state-dir operation that can fail
+
+
+class FaultyOs:
+    """``os`` for cgalloc.ownership, failing its Nth counted call (0 = none) with ``code``."""
+
+    def __init__(self, fail_at: int, code: int):
+        self.fail_at, self.code, self.calls = fail_at, code, 0
+
+    def __getattr__(self, name: str):
+        real = getattr(os, name)
+        if name not in COUNTED:
+            return real
+
+        def counted(*args, **kwargs):
+            self.calls += 1
+            if self.calls == self.fail_at:
+                raise OSError(self.code, os.strerror(self.code))
+            return real(*args, **kwargs)
+
+        return counted
+
+
+def _setup(capsys, root: Path, base: Path, monkeypatch, fake: FaultyOs):
+    # Count only from the first change on: the lock and the record load came before.
+    import cgalloc.apply
+
+    journal = cgalloc.ownership.StateDir.journal
+
+    def faulty_journal(self, entries):
+        monkeypatch.setattr(cgalloc.ownership, "os", fake)
+        return journal(self, entries)
+
+    monkeypatch.setattr(cgalloc.ownership.StateDir, "journal", faulty_journal)
+    try:
+        args = ["--cgroupfs", str(root), "--state-dir", str(base / "state")]
+        return run_cli(capsys, "setup", *NODE, *args)
+    finally:
+        monkeypatch.setattr(cgalloc.ownership, "os", os)
+        monkeypatch.setattr(cgalloc.ownership.StateDir, "journal", journal)
+        assert cgalloc.apply  # imported for the fake tree's switches
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_state_dir_failing_at_every_position_restores_the_tree(
+    tmp_path, monkeypatch, capsys, version
+):
+    clean = tmp_path / "clean"
+    root, _ = fake_hierarchy(clean, version)
+    use_fake_tree(monkeypatch, clean)
+    counter = FaultyOs(0, 0)
+    code, _, err = _setup(capsys, root, clean, monkeypatch, counter)
+    assert (code, err) == (0, "")
+    positions = counter.calls
+    assert positions >= 8  # journal open/write/fsync + dir fsync, record tmp/replace + dir fsync
+    for n in range(1, positions + 1):
+        base = tmp_path / f"fail{n}"
+        root, _ = fake_hierarchy(base, version)
+        use_fake_tree(monkeypatch, base)
+        before = snapshot(root)
+        code, _, err = _setup(capsys, root, base, monkeypatch, FaultyOs(n, FAULTS[n % 3]))
+        reason = os.strerror(FAULTS[n % 3])
+        assert code == 1, (n, err)
+        assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+        assert reason in err
+        assert err.rstrip().endswith(("nothing was changed.", "the node is as it was.")), err
+        assert snapshot(root) == before, f"tree differs after state-dir fault {n}"
+        # the next run, with a working state dir, converges
+        code, _, err = run_cli(
+            capsys, "setup", *NODE, "--cgroupfs", str(root), "--state-dir", str(base / "state")
+        )
+        assert code == 0, err
+
+
+def _state(tmp_path: Path) -> list[str]:
+    return ["--state-dir", str(tmp_path / "state")]
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    root, _ = fake_hierarchy(tmp_path, "v2")
+    use_fake_tree(monkeypatch, tmp_path)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "what"),
+    [
+        ("owned.json", b'{"version": 1, "created": [["/x"', "it is not valid JSON"),
+        ("owned.json", b"\xff\xfe\x00binary", "it is not UTF-8 text"),
+        ("owned.json", b'{"version": 1, "created": [[1, 2, 3]]}', "'created' entries"),
+        ("owned.json", b"[1, 2]", "it is not a cgalloc record of version 1"),
+        ("owned.json", b'{"version": 7}', "it is not a cgalloc record of version 1"),
+        ("journal.jsonl", b"\x00\x01\x02\n\xff\n{}\n", "line 1 is not a cgalloc journal entry"),
+        ("journal.jsonl", b'{"kind": "rm -rf", "mount": "/", "path": ""}\n', "line 1 is"),
+    ],
+)
+@pytest.mark.parametrize("command", ["setup", "teardown"])
+def test_corrupt_record_is_one_sentence_and_nothing_changes(
+    tree, tmp_path, capsys, name, content, what, command
+):
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / name).write_bytes(content)
+    before = snapshot(tree)
+    extra = NODE if command == "setup" else []
+    code, out, err = run_cli(capsys, command, *extra, "--cgroupfs", str(tree), *_state(tmp_path))
+    assert code == 2
+    assert out == ""
+    assert err.startswith(f"cgalloc: --state-dir {tmp_path / 'state'}: {name} cannot be used: ")
+    assert what in err
+    assert "move it aside" in err and len(err.splitlines()) == 1
+    assert snapshot(tree) == before
+    assert (tmp_path / "state" / name).read_bytes() == content
+
+
+def test_torn_last_journal_line_is_what_a_kill_leaves_and_is_accepted(tree, tmp_path, capsys):
+    (tmp_path / "state").mkdir()
+    whole = {"kind": "mkdir", "mount": str(tree), "path": "kubepods"}
+    (tmp_path / "state" / "journal.jsonl").write_text(json.dumps(whole) + '\n{"kind": "wr')
+    code, _, err = run_cli(capsys, "setup", *NODE, "--cgroupfs", str(tree), *_state(tmp_path))
+    assert code == 0, err
+    record = json.loads((tmp_path / "state" / "owned.json").read_text())
+    assert [str(tree), "kubepods"] in record["created"]
+
+
+def test_teardown_of_a_missing_state_dir_is_bad_input_and_creates_nothing(
+    tree, tmp_path, capsys
+):
+    code, out, err = run_cli(capsys, "teardown", "--cgroupfs", str(tree), *_state(tmp_path))
+    assert code == 2
+    assert err == (
+        f"cgalloc: --state-dir {tmp_path / 'state'} does not exist; give the directory setup "
+        "used (default /var/lib/cgalloc).\n"
+    )
+    assert not (tmp_path / "state").exists()
+
+
+def test_setup_refused_on_bad_input_leaves_no_state_dir(tree, tmp_path, capsys):
+    code, _, _ = run_cli(
+        capsys, "setup", *NODE, "--kube-reserved", "cpu=lots", "--cgroupfs", str(tree),
+        *_state(tmp_path),
+    )  # fmt: skip
+    assert code == 2
+    assert not (tmp_path / "state").exists()
+
+
+def test_default_state_dir_survives_reboot():
+    # /run is a tmpfs emptied at boot; the record must outlive it (issue 8, node lifecycle)
+    assert cgalloc.ownership.DEFAULT_STATE_DIR == "/var/lib/cgalloc"
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        lambda outside, tree: {"created": [[str(outside), "victim"]]},
+        lambda outside, tree: {"created": [[str(tree), "../../outside/victim"]]},
+        lambda outside, tree: {"changed": [[str(tree), "../outside/victim", "memory.max", "1"]]},
+        lambda outside, tree: {"changed": [[str(tree), "kubepods", "../../outside/f", "1"]]},
+        lambda outside, tree: {"created": [[str(tree), ""]]},
+        lambda outside, tree: {"enabled": [[str(tree) + "/../outside", "victim", ["cpu"]]]},
+    ],
+)
+def test_teardown_refuses_a_record_naming_cgroups_outside_the_tree(
+    tree, tmp_path, capsys, entry
+):
+    outside = tmp_path / "outside"
+    (outside / "victim").mkdir(parents=True)
+    (outside / "victim" / "memory.max").write_text("12345\n")
+    (tmp_path / "state").mkdir()
+    record = {"version": 1, **entry(outside, tree)}
+    (tmp_path / "state" / "owned.json").write_text(json.dumps(record))
+    before, victim = snapshot(tree), snapshot(outside)
+    code, out, err = run_cli(capsys, "teardown", "--cgroupfs", str(tree), *_state(tmp_path))
+    assert code == 2, err
+    lines = err.splitlines()
+    assert lines[0].startswith("cgalloc: --state-dir: the record names cgroups outside the tree")
+    assert len(lines) == 2 and lines[1].startswith("cgalloc:   ")
+    assert snapshot(tree) == before and snapshot(outside) == victim
