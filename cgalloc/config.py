@@ -16,8 +16,6 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import yaml
-
 from cgalloc.capacity import CPUSET_FORM, parse_cpuset
 from cgalloc.capacity import online_cpus as host_online_cpus
 from cgalloc.errors import InputError
@@ -30,6 +28,7 @@ from cgalloc.eviction import (
 )
 from cgalloc.eviction import split_pair as split_eviction_pair
 from cgalloc.limits import format_cpuset
+from cgalloc.loading import load_yaml_documents, read_bounded
 from cgalloc.quantity import Quantity, QuantityError
 from cgalloc.resources import (
     CPU,
@@ -245,20 +244,14 @@ def flag_layer(
 
 def _read_document(path: str, option: str, expected: str, problems: list[str]) -> dict | None:
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as err:
-        problems.append(
-            f"{option}: cannot read {path} ({err.strerror or err}); expected {expected}."
-        )
+        docs = load_yaml_documents(read_bounded(path, option), f"{option}: {path}")
+    except InputError as err:
+        problems.extend(f"{p[:-1]}; expected {expected}." for p in err.problems)
         return None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problems.append(f"{option}: {path} is not valid YAML or JSON{where}; expected {expected}.")
+    if len(docs) > 1:
+        problems.append(f"{option}: {path} holds {len(docs)} YAML documents; expected {expected}.")
         return None
+    doc = docs[0] if docs else None
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):

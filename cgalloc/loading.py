@@ -1,0 +1,121 @@
+"""Reading input files as a hostile user may write them: bounded in size, depth and alias
+expansion, strict UTF-8, regular files only. Every refusal is an :class:`InputError` naming
+the field.
+
+cgalloc runs as root; a config file, drop-in or pods list must not be able to hang it (a FIFO,
+``/dev/zero``), exhaust its memory (a 30 MB file, a YAML alias bomb) or crash it (deep nesting,
+bytes that are not UTF-8).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import yaml
+
+from cgalloc.errors import InputError
+
+FILE_LIMIT = 4 << 20  # bytes: a KubeletConfiguration is a few KiB, 10,000 pods well under 4 MiB
+MAX_DEPTH = 64  # nesting of mappings/sequences; a KubeletConfiguration needs 3
+MAX_NODES = 1_000_000  # values after expanding every alias (what the program would walk)
+
+# libyaml's parser when built in: the pure-Python one is ~10x slower on large pods lists
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def read_bounded(path: str, field: str, limit: int = FILE_LIMIT) -> str:
+    """The text of the regular file ``path``, at most ``limit`` bytes, strictly UTF-8."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; regular files ignore it
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise InputError(f"{field}: cannot read {path} ({exc.strerror or exc}).") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"{field}: {path} is not a regular file; give a YAML or JSON file.")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise InputError(f"{field}: cannot read {path} ({exc.strerror or exc}).") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise InputError(
+            f"{field}: {path} is larger than {_size(limit)}; give a file of at most that size."
+        )
+    data = b"".join(chunks)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{field}: {path} is not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x}); "
+            "give a UTF-8 YAML or JSON file."
+        ) from None
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
+def load_yaml_documents(text: str, field: str) -> list[object]:
+    """Every YAML (or JSON) document in ``text``, with YAML's safe types only.
+
+    Before anything is built, one pass over the parser's events refuses nesting deeper than
+    :data:`MAX_DEPTH` and documents whose aliases expand to more than :data:`MAX_NODES`
+    values (an alias bomb builds cheaply but exhausts memory when walked).
+    """
+    if len(text) > FILE_LIMIT:
+        raise InputError(f"{field} is larger than {_size(FILE_LIMIT)}; give at most that.")
+    try:
+        _check_shape(text, field)
+        return list(yaml.load_all(text, Loader=_LOADER))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise InputError(f"{field} is not valid YAML or JSON{where}.") from None
+    except (ValueError, OverflowError, RecursionError) as exc:
+        # safe types that Python cannot hold: a 5000-digit integer, a timestamp in year 0
+        reason = str(exc).split(":")[0] or type(exc).__name__
+        raise InputError(f"{field} holds a value out of range ({reason}).") from None
+
+
+def _check_shape(text: str, field: str) -> None:
+    sizes: dict[str, int] = {}  # anchor -> values it expands to
+    stack: list[list] = []  # open collections: [anchor, values so far]
+    total = 0
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, yaml.DocumentStartEvent):
+            sizes.clear()
+            continue
+        if isinstance(event, yaml.CollectionStartEvent):
+            if len(stack) >= MAX_DEPTH:
+                raise InputError(
+                    f"{field} nests deeper than {MAX_DEPTH} levels; give a flatter document."
+                )
+            stack.append([event.anchor, 1])
+            continue
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, count = stack.pop()
+        elif isinstance(event, yaml.AliasEvent):
+            anchor, count = None, sizes.get(event.anchor, 1)
+        elif isinstance(event, yaml.ScalarEvent):
+            anchor, count = event.anchor, 1
+        else:
+            continue
+        if anchor is not None:
+            sizes[anchor] = count
+        if stack:
+            stack[-1][1] += count
+        total += count if not stack else 0
+        if total > MAX_NODES or (stack and stack[-1][1] > MAX_NODES):
+            raise InputError(
+                f"{field} expands to more than {MAX_NODES:,} values through YAML aliases; "
+                "give it without aliases repeating large parts."
+            )
