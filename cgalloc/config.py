@@ -523,10 +523,8 @@ def _reserved_cpus(
         return frozenset()
     try:
         cpus = parse_cpuset(text)
-    except ValueError:
-        problems.append(
-            f"invalid configuration: unable to parse {label} {quote(text)}; expected {CPUSET_FORM}."
-        )
+    except ValueError as err:  # keeps the specific reason, e.g. a CPU above the kernel's limit
+        problems.append(f"invalid configuration: unable to parse {label} {quote(text)}: {err}.")
         return frozenset()
     if values["system-reserved-cgroup"] or values["kube-reserved-cgroup"]:
         problems.append(
@@ -535,11 +533,18 @@ def _reserved_cpus(
             " unset either the CPU list or both reserved cgroups."
         )
     # A planned node (--capacity cpu=N) has CPUs 0..N-1 online; otherwise ask this host.
-    online = frozenset(range(overrides[CPU].value())) if CPU in overrides else online_cpus()
+    # (compared without listing 0..N-1: a capacity of 1e8 CPUs must not build a set of 1e8)
+    if CPU in overrides:
+        count = overrides[CPU].value()
+        online = frozenset(c for c in cpus if c < count)
+        shown = f"0-{count - 1}" if count > 1 else "0" if count == 1 else ""
+    else:
+        online = online_cpus()
+        shown = format_cpuset(online)
     if not cpus <= online:
         problems.append(
             f"{label}: {format_cpuset(cpus)} is not a subset of online-cpus"
-            f" {format_cpuset(online) or '(none)'}; choose CPUs from the online set."
+            f" {shown or '(none)'}; choose CPUs from the online set."
         )
     return cpus
 
@@ -575,7 +580,9 @@ def _strings(values: Mapping[str, object], problems: list[str]) -> None:
     if driver not in DRIVERS:
         f = BY_FLAG["cgroup-driver"]
         problems.append(f"{f.label}: {quote(driver)} is not a cgroup driver; use {f.form}.")
-    for flag in ("cgroup-root", "root-dir"):
+    # with systemd a reserved cgroup may also be a bare slice name such as system.slice
+    reserved = ("kube-reserved-cgroup", "system-reserved-cgroup") if driver != "systemd" else ()
+    for flag in ("cgroup-root", "root-dir", *reserved):
         f = BY_FLAG[flag]
         text = str(values[flag])
         if text and not text.startswith("/"):

@@ -12,6 +12,7 @@ import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 
 from cgalloc.quantity import BINARY_SI, Quantity, QuantityError
@@ -96,6 +97,12 @@ def parse_float32(text: str) -> float:
     """
     if not _DECIMAL.fullmatch(text):
         raise ValueError(f"{text!r} is not a decimal number")
+    # Decimal reads the exponent without expanding it: 1e-9999999 as a Fraction takes a minute
+    magnitude = Decimal(text).adjusted()
+    if magnitude > 39:  # float32 tops out near 3.4e38
+        raise ValueError(f"{text!r} is out of float32 range")
+    if magnitude < -60:  # below half the smallest float32 denormal (1.4e-45): ParseFloat gives 0
+        return -0.0 if text.lstrip().startswith("-") else 0.0
     exact = Fraction(text)
     try:
         nearest = _to_float32(abs(float(exact)))

@@ -19,13 +19,13 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-import yaml
-
 from cgalloc import procs
 from cgalloc.allocatable import check_enforceable, compute
 from cgalloc.capacity import online_cpus, parse_cpuset
 from cgalloc.cgroupfs import controller_dirs, limit_files, parse_limit_value
 from cgalloc.errors import CgallocError, HostError, InputError
+from cgalloc.kernel_ranges import name_problem, value_problem
+from cgalloc.loading import load_yaml_documents, read_bounded
 from cgalloc.quantity import Quantity, QuantityError
 from cgalloc.tree import PodSpec, desired_tree
 
@@ -196,9 +196,16 @@ def check_targets(desired: Sequence, mounts: dict[str, str]) -> None:
     """Refuse cgroups cgalloc must not touch; one sentence per problem, naming the field."""
     problems: list[str] = []
     kubepods = next((d.path for d in desired if d.role == "kubepods"), None)
+    named: set[str] = set()
     for d in desired:
         fld = FIELDS.get(d.role, d.role)
         parts = d.path.split("/")
+        bad_name = name_problem(d.path, max(mounts.values(), key=len, default=""))
+        if bad_name:
+            if fld not in named:  # its descendants have the same problem: say it once
+                problems.append(f"{fld}: the cgroup {_shown(d.path)} {bad_name}.")
+                named.add(fld)
+            continue
         if not d.path.strip("/"):
             problems.append(f"{fld} must name a cgroup below the root, not the root cgroup itself.")
             continue
@@ -215,6 +222,13 @@ def check_targets(desired: Sequence, mounts: dict[str, str]) -> None:
                 "give a cgroup outside the pods' tree, e.g. /system.slice."
             )
             continue
+        if d.role in RESERVED_ROLES and kubepods is not None and _within(kubepods, d.path):
+            # its limits would cap every pod as well as the reserved daemons
+            problems.append(
+                f"{fld} /{d.path} must not be an ancestor of kubepods (/{kubepods}); "
+                "give a cgroup beside the pods' tree, e.g. /system.slice."
+            )
+            continue
         for mount in _distinct(mounts.values()):
             for i in range(1, len(parts) + 1):
                 try:
@@ -227,8 +241,62 @@ def check_targets(desired: Sequence, mounts: dict[str, str]) -> None:
                         f"{os.path.join(mount, *parts[:i])}; give the real cgroup path."
                     )
                     break
+    problems += _overlapping_reserved(desired)
     if problems:
         raise InputError(_distinct(problems))
+
+
+def _within(path: str, ancestor: str) -> bool:
+    """Whether ``path`` is below ``ancestor`` (not equal)."""
+    return path.startswith(ancestor + "/")
+
+
+def _overlapping_reserved(desired: Sequence) -> list[str]:
+    """kube-reserved and system-reserved must be two separate subtrees: the same cgroup would
+    get two sets of limits (flip-flopping on every run), one inside the other would cap it."""
+    paths = {d.role: d.path for d in desired if d.role in RESERVED_ROLES}
+    kube, system = paths.get("kube-reserved"), paths.get("system-reserved")
+    if kube is None or system is None:
+        return []
+    k, s = FIELDS["kube-reserved"], FIELDS["system-reserved"]
+    if kube == system:
+        relation = "the same cgroup as"
+    elif _within(kube, system):
+        relation = "inside"
+    elif _within(system, kube):
+        relation = "an ancestor of"
+    else:
+        return []
+    return [
+        f"{k} /{kube} must not be {relation} {s} /{system}; give each reservation its own "
+        "cgroup, e.g. /kube.slice and /system.slice."
+    ]
+
+
+def _shown(path: str) -> str:
+    """A cgroup path for a message: quoted when it holds control characters, cut when long."""
+    text = "/" + path if path.isprintable() else repr("/" + path)
+    return text if len(text) <= 80 else f"{text[:60]}...({len(path)} characters)"
+
+
+VALUE_FIELDS = {
+    "kubepods": "the kubepods limits (--capacity minus the reservations)",
+    "qos": "the QoS limits (--capacity minus the reservations)",
+    "pod": "--pods",
+    "kube-reserved": "--kube-reserved",
+    "system-reserved": "--system-reserved",
+}
+
+
+def _value_problem(d, file: str, value: str) -> str | None:
+    accepted = value_problem(file, value)
+    if accepted is None:
+        return None
+    fld = VALUE_FIELDS.get(d.role, d.role)
+    shown = value if len(value) <= 40 else f"{value[:20]}...({len(value)} characters)"
+    return (
+        f"{fld}: {file} {shown} for /{d.path} is outside the kernel's range; accepted: {accepted}."
+    )
 
 
 def _ancestors(path: str) -> list[str]:
@@ -284,11 +352,13 @@ def build(
     subtree_old: dict[tuple[str, str], str | None] = {}
     final: dict[tuple[str, str, str], str] = {}  # planned values, for cpuset inheritance
     missing_reserved: list[str] = []
+    out_of_range: list[str] = []
 
     for index, d in enumerate(desired):
         files = [
             (c, f, v) for c, f, v in limit_files(hierarchy, d.limits, weight_formula) if c in mounts
         ]
+        out_of_range += filter(None, (_value_problem(d, f, v) for _c, f, v in files))
         for c, f, v in files:
             final[(mounts[c], d.path, f)] = v
         if v2:
@@ -333,6 +403,8 @@ def build(
             action = Action("write", mount, d.path, f, old, v, cgroup=d.path)
             writes.append((index, action, shrinking))
 
+    if out_of_range:
+        raise InputError(_distinct(out_of_range))
     if missing_reserved:
         raise _missing_error(
             "reserved cgroups are missing and --no-create-reserved was given:", missing_reserved
@@ -465,12 +537,8 @@ def load_pods(path: str) -> list:
         "a JSON or YAML list of {uid, qos (guaranteed|burstable|besteffort), cpuRequest, "
         "cpuLimit, memoryRequest, memoryLimit}"
     )
-    try:
-        with open(path, encoding="utf-8") as fh:
-            # libyaml's loader when built in: the pure-Python one takes ~0.5 s for 1000 pods
-            doc = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except (OSError, yaml.YAMLError) as exc:
-        raise InputError(f"--pods {path}: cannot read it ({exc}); accepted: {form}.") from None
+    docs = load_yaml_documents(read_bounded(path, "--pods"), f"--pods {path}")
+    doc = docs[0] if len(docs) == 1 else None
     if not isinstance(doc, list):
         raise InputError(f"--pods {path} must hold {form}.")
     problems: list[str] = []
