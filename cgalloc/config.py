@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cgalloc.capacity import CPUSET_FORM, parse_cpuset
+from cgalloc.capacity import CPUSET_FORM, MAX_CPU_ID, parse_cpuset
 from cgalloc.capacity import online_cpus as host_online_cpus
 from cgalloc.errors import InputError
 from cgalloc.eviction import (
@@ -536,6 +536,12 @@ def _reserved_cpus(
     # (compared without listing 0..N-1: a capacity of 1e8 CPUs must not build a set of 1e8)
     if CPU in overrides:
         count = overrides[CPU].value()
+        if count > MAX_CPU_ID + 1:
+            problems.append(
+                f"{label}: --capacity cpu={overrides[CPU]} is more CPUs than the kernel supports"
+                f" ({MAX_CPU_ID + 1}); give the node's real CPU count."
+            )
+            return cpus
         online = frozenset(c for c in cpus if c < count)
         shown = f"0-{count - 1}" if count > 1 else "0" if count == 1 else ""
     else:

@@ -189,9 +189,15 @@ def _boot_time() -> float:
     return psutil.boot_time()
 
 
+MAX_SECONDS = 86400  # a day: time.sleep() overflows on 1e300, and nan/inf are no duration
+
+
 def _positive(value: float | None, label: str) -> None:
-    if value is not None and value <= 0:
-        raise InputError(f"{label} must be a number of seconds greater than 0, such as 2 or 0.5.")
+    if value is not None and not 0 < value <= MAX_SECONDS:  # also false for nan
+        raise InputError(
+            f"{label} must be a number of seconds greater than 0 and at most {MAX_SECONDS}, "
+            "such as 2 or 0.5."
+        )
 
 
 def register(app: typer.Typer) -> None:
@@ -236,8 +242,10 @@ def register(app: typer.Typer) -> None:
         _positive(watch, "--watch")
         if count < 0:
             raise InputError("--count must be a whole number of refreshes, 0 or more.")
-        if interval < 0:
-            raise InputError("--interval must be a number of seconds, 0 or more, such as 1.")
+        if not 0 <= interval <= MAX_SECONDS:  # also false for nan
+            raise InputError(
+                f"--interval must be a number of seconds from 0 to {MAX_SECONDS}, such as 1."
+            )
         daemons = {"kubelet": kubelet_cgroups, "runtime": runtime_cgroups, "misc": system_cgroups}
         for flag, value in zip(("--kubelet-cgroups", "--runtime-cgroups", "--system-cgroups"),
                                daemons.values(), strict=True):  # fmt: skip
