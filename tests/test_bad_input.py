@@ -140,7 +140,7 @@ def test_hostile_input_is_exit_2_one_sentence_nothing_written(
 )
 def test_stats_durations_are_bounded(tmp_path, capsys, args, expect):
     root, _ = fake_hierarchy(tmp_path, "v2")
-    code, out, err = run_cli(capsys, "stats", *CAP, "--cgroupfs", str(root), *args)
+    code, _out, err = run_cli(capsys, "stats", *CAP, "--cgroupfs", str(root), *args)
     assert code == 2
     assert err.startswith(f"cgalloc: {expect}"), err
     assert len(err.splitlines()) == 1
@@ -150,7 +150,7 @@ def test_tiny_eviction_percentage_exponent_is_quick(tmp_path, capsys):
     # parsePercentage: strconv.ParseFloat("1e-9999999", 32) underflows to 0 without error
     # (kubernetes pkg/kubelet/eviction/api, parseThresholdStatement); it took 65 s before.
     started = time.monotonic()
-    code, out, err = run_cli(
+    code, _out, err = run_cli(
         capsys, "show", *CAP, "--eviction-hard", "memory.available<1e-9999999%", "-o", "json"
     )
     assert time.monotonic() - started < 5

@@ -153,7 +153,7 @@ def test_torn_last_journal_line_is_what_a_kill_leaves_and_is_accepted(tree, tmp_
 def test_teardown_of_a_missing_state_dir_is_bad_input_and_creates_nothing(
     tree, tmp_path, capsys
 ):
-    code, out, err = run_cli(capsys, "teardown", "--cgroupfs", str(tree), *_state(tmp_path))
+    code, _out, err = run_cli(capsys, "teardown", "--cgroupfs", str(tree), *_state(tmp_path))
     assert code == 2
     assert err == (
         f"cgalloc: --state-dir {tmp_path / 'state'} does not exist; give the directory setup "
@@ -197,7 +197,7 @@ def test_teardown_refuses_a_record_naming_cgroups_outside_the_tree(
     record = {"version": 1, **entry(outside, tree)}
     (tmp_path / "state" / "owned.json").write_text(json.dumps(record))
     before, victim = snapshot(tree), snapshot(outside)
-    code, out, err = run_cli(capsys, "teardown", "--cgroupfs", str(tree), *_state(tmp_path))
+    code, _out, err = run_cli(capsys, "teardown", "--cgroupfs", str(tree), *_state(tmp_path))
     assert code == 2, err
     lines = err.splitlines()
     assert lines[0].startswith("cgalloc: --state-dir: the record names cgroups outside the tree")
