@@ -316,27 +316,8 @@ def check_managed(root: str, record: Record) -> None:
         )
 
 
-def teardown(
-    root: str,
-    state: StateDir,
-    record: Record,
-    *,
-    roots: Roots | None = None,
-    switches: TestSwitches = TestSwitches(),
-    systemd: Systemd | None = None,
-) -> Result:
-    """Undo what ``record`` says cgalloc did: restore changed values, stop the systemd units
-    it started and restore the unit properties it set (``systemd.json`` in the state dir),
-    remove the cgroups it created (only when empty, deepest first), disable the controllers it
-    enabled.
-
-    What cannot be undone stays in the record and is listed in ``Result.kept``. A record naming
-    anything outside the tree setup manages below ``root`` is refused whole (InputError listing
-    the entries) before anything is written.
-    """
-    check_managed(root, record)
-    roots = roots or Roots(allow_any_fs=switches.allow_any_fs)
-    result = Result(root)
+def _restore_values(root: str, record: Record, roots: Roots, switches, result: Result) -> None:
+    """Write back every original value in ``record.changed``; what fails stays, in ``kept``."""
     for (mount, path, file), original in sorted(record.changed.items()):
         if not os.path.isdir(os.path.join(mount, path)):
             del record.changed[(mount, path, file)]
@@ -352,9 +333,11 @@ def teardown(
             result.kept.append(
                 f"{action.where(root)}: restoring {original!r} failed: {_reason(exc)}"
             )
-    units = UnitRecord.load(state.path)
-    if not units.is_empty():
-        result.kept += undo_units(systemd or Systemd(), units, state.path)
+
+
+def _remove_created(root: str, record: Record, roots: Roots, switches, result: Result) -> None:
+    """Remove the empty cgroups ``record`` says cgalloc created (deepest first) and disable the
+    controllers it enabled; what cannot be undone stays in the record, listed in ``kept``."""
     for mount, path in sorted(record.created, key=lambda mp: (-_depth(mp[1]), mp)):
         where = Action("mkdir", mount, path).where(root)
         if not os.path.isdir(os.path.join(mount, path)):
@@ -388,5 +371,60 @@ def teardown(
             continue
         del record.enabled[(mount, path)]
         result.done.append(action)
+
+
+def converge(
+    root: str,
+    state: StateDir,
+    record: Record,
+    stale: Record,
+    *,
+    roots: Roots | None = None,
+    switches: TestSwitches = TestSwitches(),
+) -> Result:
+    """After a successful apply: undo what cgalloc did that the inputs no longer want
+    (``stale``, from :meth:`Record.stale`): restore values it changed, remove the cgroups it
+    made. What cannot be undone yet (a cgroup with processes) stays in the record."""
+    check_managed(root, stale)
+    roots = roots or Roots(allow_any_fs=switches.allow_any_fs)
+    result = Result(root)
+    left = Record(
+        set(stale.created), dict(stale.changed), {k: set(v) for k, v in stale.enabled.items()}
+    )
+    _restore_values(root, left, roots, switches, result)
+    _remove_created(root, left, roots, switches, result)
+    stale.forget(left)  # what remains in ``left`` could not be undone yet
+    record.forget(stale)
+    if not stale.is_empty():
+        state.save(record)
+    return result
+
+
+def teardown(
+    root: str,
+    state: StateDir,
+    record: Record,
+    *,
+    roots: Roots | None = None,
+    switches: TestSwitches = TestSwitches(),
+    systemd: Systemd | None = None,
+) -> Result:
+    """Undo what ``record`` says cgalloc did: restore changed values, stop the systemd units
+    it started and restore the unit properties it set (``systemd.json`` in the state dir),
+    remove the cgroups it created (only when empty, deepest first), disable the controllers it
+    enabled.
+
+    What cannot be undone stays in the record and is listed in ``Result.kept``. A record naming
+    anything outside the tree setup manages below ``root`` is refused whole (InputError listing
+    the entries) before anything is written.
+    """
+    check_managed(root, record)
+    roots = roots or Roots(allow_any_fs=switches.allow_any_fs)
+    result = Result(root)
+    _restore_values(root, record, roots, switches, result)
+    units = UnitRecord.load(state.path)
+    if not units.is_empty():
+        result.kept += undo_units(systemd or Systemd(), units, state.path)
+    _remove_created(root, record, roots, switches, result)
     state.save(record)
     return result

@@ -84,6 +84,24 @@ class Record:
             raise ValueError("its enabled controllers are not names")
         return rec
 
+    def stale(self, dirs: set[tuple[str, str]], files: set[tuple[str, str, str]]) -> Record:
+        """What this record holds that the desired tree no longer wants: cgroups it created
+        outside ``dirs`` (with the controllers it enabled in them), values it changed in files
+        outside ``files``. A copy; this record is unchanged."""
+        out = Record()
+        out.created = {k for k in self.created if k not in dirs}
+        out.changed = {k: v for k, v in self.changed.items() if k not in files}
+        out.enabled = {k: set(v) for k, v in self.enabled.items() if k in out.created}
+        return out
+
+    def forget(self, undone: Record) -> None:
+        """Drop the entries of ``undone`` (what was restored or removed) from this record."""
+        self.created -= undone.created
+        for key in undone.changed:
+            self.changed.pop(key, None)
+        for key in undone.enabled:
+            self.enabled.pop(key, None)
+
     def entries(self) -> list[tuple[str, str, str]]:
         """(what, mount, path) of every entry, for checking where they point."""
         out = [("created", m, p) for m, p in self.created]
@@ -205,8 +223,27 @@ class StateDir:
                 os.unlink(self._file(LOCK_NAME))
                 os.rmdir(self.path)
 
+    def peek(self) -> Record:
+        """The record with any journal folded in, read only and without the lock (verify);
+        an empty record when the directory is missing or unreadable (an unprivileged user)."""
+        if not os.access(self.path, os.R_OK | os.X_OK):
+            return Record()
+        rec = self._read_record()
+        for entry in self._read_journal():
+            rec.note(entry)
+        return rec
+
     def load(self) -> Record:
         """The record, with any journal a killed run left behind folded in (and saved)."""
+        rec = self._read_record()
+        pending = self._read_journal()
+        if pending:
+            for entry in pending:
+                rec.note(entry)
+            self.save(rec)
+        return rec
+
+    def _read_record(self) -> Record:
         rec = Record()
         try:
             with open(self._file(RECORD_NAME), "rb") as fh:
@@ -224,11 +261,6 @@ class StateDir:
                 raise self._broken(RECORD_NAME, f"it is not valid JSON ({exc.msg})") from exc
             except (ValueError, RecursionError) as exc:
                 raise self._broken(RECORD_NAME, str(exc) or "bad shape") from exc
-        pending = self._read_journal()
-        if pending:
-            for entry in pending:
-                rec.note(entry)
-            self.save(rec)
         return rec
 
     def save(self, rec: Record) -> None:

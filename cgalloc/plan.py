@@ -96,6 +96,9 @@ class Plan:
     actions: list[Action] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)  # memory limits below usage
     warnings: list[str] = field(default_factory=list)
+    # what the desired tree holds: (mount, cgroup) with their ancestors, (mount, cgroup, file)
+    wanted_dirs: set[tuple[str, str]] = field(default_factory=set)
+    wanted_files: set[tuple[str, str, str]] = field(default_factory=set)
 
     def describe(self) -> list[str]:
         return [a.describe(self.root) for a in self.actions]
@@ -415,6 +418,10 @@ def build(
     grow.sort(key=lambda t: (t[0], _file_rank(t[1].file, False)))
     shrink.sort(key=lambda t: (-t[0], _file_rank(t[1].file, True)))
     plan.actions = structure + [a for _, a in grow] + [a for _, a in shrink]
+    plan.wanted_files = set(final)
+    plan.wanted_dirs = {
+        (m, p) for d in desired for m in _distinct(mounts.values()) for p in _ancestors(d.path)
+    } | {(m, d.path) for d in desired for m in _distinct(mounts.values())}
     plan.refusals = _below_usage(plan.actions, root)
     plan.actions += _moves(desired, moves, mounts, v2, proc_root, plan.warnings)
     return plan
@@ -517,6 +524,22 @@ def drift(plan: Plan) -> list[str]:
             lines.append(f"process {a.new} ({a.note}) is in {a.old}, not /{a.path}")
         else:
             lines.append(f"{where}: is {a.old if a.old is not None else '(missing)'}, want {a.new}")
+    return lines
+
+
+def stale_drift(stale, root: str) -> list[str]:
+    """What cgalloc did that the inputs no longer want and that is still in place (verify):
+    values it changed and not yet restored, cgroups it made and not yet removed."""
+    lines = []
+    for (mount, path, file), original in sorted(stale.changed.items()):
+        current = read_file(mount, path, file)
+        if current is not None and not same_value(file, current, original or "\n"):
+            where = Action("write", mount, path, file).where(root)
+            lines.append(f"{where}: is {current}, no longer wanted; setup restores {original!r}")
+    for mount, path in sorted(stale.created):
+        if is_cgroup(mount, path):
+            where = Action("mkdir", mount, path).where(root)
+            lines.append(f"cgroup {where} was made by cgalloc and is no longer wanted")
     return lines
 
 

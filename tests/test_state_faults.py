@@ -150,9 +150,7 @@ def test_torn_last_journal_line_is_what_a_kill_leaves_and_is_accepted(tree, tmp_
     assert [str(tree), "kubepods"] in record["created"]
 
 
-def test_teardown_of_a_missing_state_dir_is_bad_input_and_creates_nothing(
-    tree, tmp_path, capsys
-):
+def test_teardown_of_a_missing_state_dir_is_bad_input_and_creates_nothing(tree, tmp_path, capsys):
     code, _out, err = run_cli(capsys, "teardown", "--cgroupfs", str(tree), *_state(tmp_path))
     assert code == 2
     assert err == (
@@ -187,9 +185,7 @@ def test_default_state_dir_survives_reboot():
         lambda outside, tree: {"enabled": [[str(tree) + "/../outside", "victim", ["cpu"]]]},
     ],
 )
-def test_teardown_refuses_a_record_naming_cgroups_outside_the_tree(
-    tree, tmp_path, capsys, entry
-):
+def test_teardown_refuses_a_record_naming_cgroups_outside_the_tree(tree, tmp_path, capsys, entry):
     outside = tmp_path / "outside"
     (outside / "victim").mkdir(parents=True)
     (outside / "victim" / "memory.max").write_text("12345\n")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import typer
 
-from cgalloc.apply import Result, TestSwitches, apply
+from cgalloc.apply import Result, TestSwitches, apply, check_managed, converge
 from cgalloc.apply import switches as current_switches
 from cgalloc.cgroupfs import detect
 from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, add_options, node_inputs
@@ -244,6 +244,7 @@ def register(app: typer.Typer) -> None:
         state = StateDir(state_dir)
         with state.locked():
             record = state.load()
+            check_managed(tree.cgroupfs, record)
             p = tree.plan(inputs, switches)
             require_no_refusals(p, force)
             units = None
@@ -251,5 +252,16 @@ def register(app: typer.Typer) -> None:
                 v2 = p.version == "v2"
                 units = SystemdUnits.for_plan(Systemd(), state_dir, p, v2, cgroup_roles(cfg))
             result: Result = apply(p, state, record, switches=switches, units=units)
+            # then undo what earlier runs did that these inputs no longer want
+            stale = record.stale(p.wanted_dirs, p.wanted_files)
+            cleaned = converge(p.root, state, record, stale, switches=switches)
         doc = {"dry_run": False, "plan": p.to_json(), **result.to_json()}
-        report(doc, p.describe(), result.summary(), output)
+        lines = p.describe() + [f"{a.describe(p.root)} (no longer wanted)" for a in cleaned.done]
+        lines += [f"kept {k}" for k in cleaned.kept]
+        doc["no_longer_wanted"] = cleaned.to_json()
+        summary = result.summary()
+        if cleaned.done:
+            summary += f"; undid {cleaned.writes} changes no longer wanted"
+        report(doc, lines, summary, output)
+        if cleaned.kept:
+            raise typer.Exit(1)

@@ -7,13 +7,15 @@ import typer
 from cgalloc.apply import switches as current_switches
 from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
 from cgalloc.cli.render import OutputFormat, output_option
-from cgalloc.cli.setup import TreeOptions, report, tree_options
-from cgalloc.plan import drift
+from cgalloc.cli.setup import TreeOptions, report, state_dir_option, tree_options
+from cgalloc.ownership import StateDir
+from cgalloc.plan import drift, stale_drift
 
 VERIFY_HELP = (
     "Check the live cgroup tree against what setup would create for these inputs: exit 0 when "
     "it matches, 1 with every difference (missing cgroups, values, controllers, processes). "
-    "Reads only."
+    "Also reports what setup changed earlier that these inputs no longer want (from the record "
+    "in --state-dir) until setup undoes it. Reads only."
 )
 
 
@@ -24,9 +26,14 @@ def register(app: typer.Typer) -> None:
     @node_inputs
     @tree_options
     def verify(
-        inputs: NodeInputs, tree: TreeOptions, output: OutputFormat = output_option()
+        inputs: NodeInputs,
+        tree: TreeOptions,
+        state_dir: str = state_dir_option(),
+        output: OutputFormat = output_option(),
     ) -> None:
-        lines = drift(tree.plan(inputs, current_switches()))
+        p = tree.plan(inputs, current_switches())
+        stale = StateDir(state_dir).peek().stale(p.wanted_dirs, p.wanted_files)
+        lines = drift(p) + stale_drift(stale, p.root)
         summary = f"drift: {len(lines)} differences" if lines else "in sync: the tree matches"
         report({"in_sync": not lines, "drift": lines}, lines, summary, output)
         if lines:

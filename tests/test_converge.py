@@ -1,0 +1,89 @@
+"""Dropped or moved enforcement converges: setup restores what it changed and removes what it
+made that the inputs no longer want (from its record); verify reports it until then."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from clirun import run_cli
+from fakecgroup import KERNEL, fake_hierarchy, snapshot, use_fake_tree
+
+CAP = ["--capacity", "cpu=4,memory=8Gi,pid=4096,ephemeral-storage=100Gi"]
+RESERVE = ["--system-reserved", "cpu=500m,memory=1Gi"]
+
+
+def _enforce(cgroup: str) -> list[str]:
+    return ["--enforce", "pods,system-reserved", "--system-reserved-cgroup", cgroup]
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    root, _ = fake_hierarchy(tmp_path, "v2")
+    # an existing reserved cgroup cgalloc does not own: only its values are changed
+    (root / "cgroup.subtree_control").write_text("cpu memory pids\n")
+    (root / "system.slice").mkdir()
+    KERNEL.after_mkdir(str(root), "system.slice")
+    use_fake_tree(monkeypatch, tmp_path)
+    return root
+
+
+def _run(capsys, tree, tmp_path, command, *args):
+    extra = ["--state-dir", str(tmp_path / "state")]
+    return run_cli(capsys, command, *CAP, *RESERVE, *args, "--cgroupfs", str(tree), *extra)
+
+
+def test_dropping_enforcement_restores_the_original_values(tree, tmp_path, capsys):
+    original = snapshot(tree / "system.slice")
+    code, _, err = _run(capsys, tree, tmp_path, "setup", *_enforce("/system.slice"))
+    assert code == 0, err
+    assert (tree / "system.slice" / "memory.max").read_text() == "1073741824\n"
+    # the same inputs without system-reserved enforcement: verify reports the leftovers
+    code, out, _ = _run(capsys, tree, tmp_path, "verify", "-o", "json")
+    assert code == 1
+    assert json.loads(out)["drift"] == [
+        "system.slice/cpu.weight: is 20, no longer wanted; setup restores '100'",
+        "system.slice/memory.max: is 1073741824, no longer wanted; setup restores 'max'",
+    ]
+    code, out, err = _run(capsys, tree, tmp_path, "setup")
+    assert code == 0, err
+    assert out.splitlines()[-1] == "no changes: 0 writes; undid 2 changes no longer wanted"
+    assert snapshot(tree / "system.slice") == original
+    code, out, _ = _run(capsys, tree, tmp_path, "verify")
+    assert (code, out) == (0, "in sync: the tree matches\n")
+
+
+def test_moving_a_reservation_removes_the_cgroup_setup_made(tree, tmp_path, capsys):
+    code, _, err = _run(capsys, tree, tmp_path, "setup", *_enforce("/old.slice"))
+    assert code == 0, err
+    assert (tree / "old.slice").is_dir()
+    code, out, _ = _run(capsys, tree, tmp_path, "verify", *_enforce("/new.slice"))
+    assert code == 1
+    assert "  cgroup old.slice was made by cgalloc and is no longer wanted" in out.splitlines()
+    code, out, err = _run(capsys, tree, tmp_path, "setup", *_enforce("/new.slice"))
+    assert code == 0, err
+    assert "  rmdir old.slice (no longer wanted)" in out.splitlines()
+    assert not (tree / "old.slice").exists() and (tree / "new.slice").is_dir()
+    code, out, _ = _run(capsys, tree, tmp_path, "verify", *_enforce("/new.slice"))
+    assert (code, out) == (0, "in sync: the tree matches\n")
+    # and teardown still removes everything cgalloc made
+    code, _, err = run_cli(
+        capsys, "teardown", "--cgroupfs", str(tree), "--state-dir", str(tmp_path / "state")
+    )
+    assert code == 0, err
+    assert not (tree / "new.slice").exists() and not (tree / "kubepods").exists()
+
+
+def test_a_no_longer_wanted_cgroup_with_processes_is_kept_and_reported(tree, tmp_path, capsys):
+    code, _, err = _run(capsys, tree, tmp_path, "setup", *_enforce("/old.slice"))
+    assert code == 0, err
+    (tree / "old.slice" / "cgroup.procs").write_text("4242\n")  # a process lives there
+    code, out, _ = _run(capsys, tree, tmp_path, "setup", *_enforce("/new.slice"))
+    assert code == 1
+    assert "  kept old.slice: kept, it still has processes" in out.splitlines()
+    assert (tree / "old.slice").is_dir()
+    # still in the record: once empty, the next run removes it
+    (tree / "old.slice" / "cgroup.procs").write_text("")
+    code, out, _ = _run(capsys, tree, tmp_path, "setup", *_enforce("/new.slice"))
+    assert code == 0
+    assert not (tree / "old.slice").exists()
