@@ -80,6 +80,8 @@ def test_state_dir_failing_at_every_position_restores_the_tree(
     assert (code, err) == (0, "")
     positions = counter.calls
     assert positions >= 8  # journal open/write/fsync + dir fsync, record tmp/replace + dir fsync
+    with capsys.disabled():
+        print(f"\nstate-dir faults ({version}): {positions} positions, each restored the tree")
     for n in range(1, positions + 1):
         base = tmp_path / f"fail{n}"
         root, _ = fake_hierarchy(base, version)
