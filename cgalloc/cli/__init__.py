@@ -1,6 +1,8 @@
 """The ``cgalloc`` command line: parses, calls one operation, renders. No logic of its own.
 
-Each sub-command lives in its own module and registers itself with :func:`register`.
+Each sub-command lives in its own module and registers itself with ``register(app)``. Modules are
+imported only when their command runs (a lazy command group): ``cgalloc show`` pays for what
+``show`` uses, and ``cgalloc --help`` for typer alone.
 """
 
 from __future__ import annotations
@@ -9,11 +11,65 @@ import importlib
 import sys
 
 import typer
+import typer.main
+from typer.core import TyperGroup
 
 from cgalloc.errors import CgallocError
 
+# Command name -> (module in cgalloc.cli, what --help lists for it), in --help order. The listing
+# is the start of each command's own help (tests/test_cli_lazy.py checks), so it needs no import.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "show": ("show", "Show this node's Capacity and Allocatable"),
+    "stats": ("stats", "Read the usage of this node's cgroup tree"),
+    "setup": ("setup", "Create and enforce the node's cgroup tree"),
+    "verify": ("verify", "Check the live cgroup tree against what setup would create"),
+    "teardown": ("teardown", "Undo what setup recorded in the state directory"),
+    "kubelet-config": ("kubelet_config", "Print the KubeletConfiguration fragment (YAML)"),
+}
+
+
+class _Commands(dict):
+    """The group's commands, each built from its module on first use."""
+
+    def __missing__(self, name: str) -> typer.core.TyperCommand:
+        if name not in COMMANDS:
+            raise KeyError(name)
+        module = importlib.import_module(f"cgalloc.cli.{COMMANDS[name][0]}")
+        sub = typer.Typer()
+        module.register(sub)
+        (info,) = sub.registered_commands
+        cmd = typer.main.get_command_from_info(
+            info, pretty_exceptions_short=True, rich_markup_mode=None
+        )
+        self[name] = cmd
+        return cmd
+
+
+class LazyGroup(TyperGroup):
+    """A typer group whose sub-commands are imported when they are invoked or asked for."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _Commands(self.commands)
+
+    def list_commands(self, ctx) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx, cmd_name: str):
+        try:
+            return self.commands[cmd_name]
+        except KeyError:
+            return None
+
+    def format_commands(self, ctx, formatter) -> None:
+        # The listing uses the short help kept here, so --help imports no command module.
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, short) for name, (_, short) in COMMANDS.items()])
+
+
 app = typer.Typer(
     name="cgalloc",
+    cls=LazyGroup,
     help=(
         "Kubernetes Node Allocatable on this node: compute it exactly as the kubelet does, "
         "create and enforce the kubepods / QoS / reserved cgroup tree, and read its usage."
@@ -29,19 +85,6 @@ app = typer.Typer(
 @app.callback()
 def _root() -> None:
     """Keep ``cgalloc <command>`` a command group even while only one command is registered."""
-
-
-# Sub-command modules, in the order --help lists them.
-_COMMAND_MODULES = ("show", "stats", "setup", "verify", "teardown", "kubelet_config")
-
-for _name in _COMMAND_MODULES:
-    try:
-        _mod = importlib.import_module(f"cgalloc.cli.{_name}")
-    except ModuleNotFoundError as exc:  # a command not built yet must not break the others
-        if exc.name != f"cgalloc.cli.{_name}":
-            raise
-        continue
-    _mod.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:
