@@ -1,0 +1,114 @@
+"""Whole-process time of the commands users run, interleaved with what they are held against:
+``python -c pass``, ``python -c 'import typer'`` and the C floor reading the same files as
+``cgalloc stats``. Peak RSS of ``cgalloc stats`` comes from the same runs (wait4)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from bench import trees
+from bench.report import Suite, Target
+from bench.rounds import Contender, interleave
+
+NODE = [
+    "--capacity", "cpu=32,memory=128Gi,pid=4194304,ephemeral-storage=500Gi",
+    "--kube-reserved", "cpu=500m,memory=2Gi", "--system-reserved", "cpu=500m,memory=1Gi",
+]  # fmt: skip
+PASS = "python -c pass"
+TYPER = "python -c 'import typer'"
+HELP = "cgalloc --help"
+SHOW = "cgalloc show"
+KUBELET_CONFIG = "cgalloc kubelet-config"
+STATS = "cgalloc stats -o json --interval 0"
+FLOOR = "C floor, the files stats reads (whole process)"
+TYPER_PLUS_FLOOR = "import typer + C floor"
+STATS_RSS = "cgalloc stats peak RSS"
+
+
+def _cgalloc() -> list[str]:
+    """The console script users run, next to this interpreter; ``-m cgalloc`` without one."""
+    script = os.path.join(os.path.dirname(sys.executable), "cgalloc")
+    return [script] if os.path.exists(script) else [sys.executable, "-m", "cgalloc"]
+
+
+def _process(argv: list[str], rss: list[float] | None = None, stdin: str | None = None,
+             cwd: str | None = None):  # fmt: skip
+    """A measure: wall seconds of one process, output thrown away; its peak RSS (MiB, from
+    wait4) appended to ``rss``."""
+
+    def run() -> float:
+        start = time.perf_counter()
+        with open(os.devnull, "wb") as out:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out,
+                                    stderr=subprocess.PIPE, cwd=cwd)  # fmt: skip
+            proc.stdin.write(stdin.encode() if stdin else b"")
+            proc.stdin.close()
+            err = proc.stderr.read()
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+        elapsed = time.perf_counter() - start
+        if proc.returncode:
+            raise RuntimeError(f"{' '.join(argv[:3])} ... exited {proc.returncode}: "
+                               f"{err.decode()[:300]}")  # fmt: skip
+        if rss is not None:
+            rss.append(usage.ru_maxrss / 1024)
+        return elapsed
+
+    return run
+
+
+def _stats_dirs(case: trees.Case) -> list[str]:
+    """The cgroups ``cgalloc stats`` reads: root, kubepods, QoS tiers, pods (not containers)."""
+    top = [case.top] if case.top else [""]
+    return top + [d for d in case.dirs if not os.path.basename(d)[:1].isdigit()
+                  or os.path.basename(d).startswith("pod")]  # fmt: skip
+
+
+def suite(case: trees.Case, floor_bin: str | None) -> Suite:
+    cgalloc = _cgalloc()
+    stats_argv = [*cgalloc, "stats", *NODE, "--cgroupfs", case.hierarchy.root, "-o", "json",
+                  "--interval", "0"]  # fmt: skip
+    if case.top:
+        stats_argv += ["--cgroup-root", f"/{case.top}"]
+    rss: list[float] = []
+    dirs = _stats_dirs(case)
+    cs = [
+        Contender(PASS, _process([sys.executable, "-c", "pass"]), 1),
+        Contender(TYPER, _process([sys.executable, "-c", "import typer"]), 1),
+        Contender(HELP, _process([*cgalloc, "--help"]), 1),
+        Contender(SHOW, _process([*cgalloc, "show", *NODE]), 1),
+        Contender(KUBELET_CONFIG, _process([*cgalloc, "kubelet-config", *NODE]), 1),
+        Contender(STATS, _process(stats_argv, rss), 1, note=f"{len(dirs)} cgroups of {case.name}"),
+    ]
+    if floor_bin:
+        runs = []
+        for plan in case.plans:
+            paths = [f"{d}/{s.name}" if d else s.name for d in dirs for s in plan.specs]
+            runs.append(_process([floor_bin, "cold", "1"], stdin="\n".join(paths), cwd=plan.path))
+        cs.append(Contender(FLOOR, lambda: sum(r() for r in runs), 1,
+                            note="one process per mount"))  # fmt: skip
+    result = Suite(f"whole-process time, {case.name}", "process", cs)
+    result.times = interleave(cs)
+    if floor_bin:
+        result.times[TYPER_PLUS_FLOOR] = [
+            a + b for a, b in zip(result.times[TYPER], result.times[FLOOR], strict=True)
+        ]
+        result.contenders.append(Contender(TYPER_PLUS_FLOOR, lambda: 0.0, 1,
+                                           note="per round: the two above added"))  # fmt: skip
+    result.values[STATS_RSS] = (rss, "MiB")
+    result.targets = [
+        Target("--help <= 1.5x import typer", HELP, TYPER, "ratio", 1.5),
+        Target("show <= 1.5x import typer", SHOW, TYPER, "ratio", 1.5),
+        Target("kubelet-config <= 1.5x import typer", KUBELET_CONFIG, TYPER, "ratio", 1.5),
+        Target(
+            "stats -o json <= 1.3x (import typer + C floor)", STATS, TYPER_PLUS_FLOOR, "ratio", 1.3
+        ),
+        Target("stats peak RSS <= 40 MiB", STATS_RSS, "", "value", 40.0),
+    ]
+    if not shutil.which("cc") and not shutil.which("gcc"):
+        result.notes.append("no C compiler: no floor")
+    return result
