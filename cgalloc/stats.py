@@ -311,6 +311,7 @@ class TreeReader:
         self._other_fds = 0  # open before the samplers were, counted once
         self._warnings: list[str] = []
         self._warned = False
+        self._calls = 0  # sample() calls so far
 
     def _records(self, dirs: Sequence[str], snaps: Sequence[Snapshot]) -> list[CgroupStats]:
         now = time.monotonic_ns()
@@ -345,10 +346,17 @@ class TreeReader:
     def sample(self, dirs: Sequence[str]) -> list[CgroupStats]:
         """A warm read: files stay open between calls and are re-read with pread.
 
+        The first call reads cold and opens nothing: a single read never keeps files open.
+
         When RLIMIT_NOFILE cannot hold every file open, the dirs past the ones that fit are
         read cold (opened and closed) instead; :meth:`pop_warnings` says so once.
         """
         dirs = tuple(dirs)
+        self._calls += 1
+        if self._calls == 1:
+            # A one-shot read (``--interval 0``) would pay for fds and kernel buffers it never
+            # re-reads: the first call reads cold, the sampler opens at the second.
+            return self.read(dirs)
         if self._samplers is None:
             self._other_fds = open_fd_count()
         warm = dirs[: self._warm_count(len(dirs))]

@@ -1,0 +1,36 @@
+"""The sampler policy: a one-shot read keeps nothing open; sampling again keeps files open.
+
+Fake v2 tree (plain files): what is measured is which fds the reader holds, not kernel effects.
+"""
+
+from __future__ import annotations
+
+import os
+
+from test_stats import make_v2
+
+from cgalloc import stats
+
+
+def _fds() -> set[str]:
+    return {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+            if os.path.exists(f"/proc/self/fd/{fd}")}  # fmt: skip
+
+
+def test_first_sample_reads_cold_and_the_second_keeps_files_open(tmp_path):
+    root = str(tmp_path / "cg")
+    dirs = ["kubepods", "kubepods/burstable", "kubepods/burstable/pod0001"]
+    make_v2(root, "", usage=0)
+    for i, rel in enumerate(dirs):
+        make_v2(root, rel, usage=(i + 1) * 4096)
+    h = stats.plain_tree_hierarchy(root)
+    with stats.TreeReader(h, allow_any_fs=True, threads=1) as reader:
+        before = _fds()
+        first = reader.sample(dirs)
+        kept_after_first = {p for p in _fds() - before if p.startswith(root + "/kubepods")}
+        second = reader.sample(dirs)
+        kept_after_second = {p for p in _fds() - before if p.startswith(root + "/kubepods")}
+    assert [r.memory_usage for r in first] == [4096, 8192, 12288]
+    assert [r.memory_usage for r in second] == [4096, 8192, 12288]
+    assert kept_after_first == set()
+    assert f"{root}/kubepods/burstable/pod0001/memory.current" in kept_after_second
