@@ -80,6 +80,12 @@ def real_unavailable() -> str:
     for m in _real_mounts(h).values():
         if not os.access(m, os.W_OK):
             return f"needs write access to {m} (run as root)"
+    if (h.version == "v2" and _v2_root_missing(h.unified or h.root)
+            and os.environ.get("CGALLOC_BENCH_REAL") != "1"):  # fmt: skip
+        return (
+            "the root's cgroup.subtree_control lacks cpu/memory/pids (set CGALLOC_BENCH_REAL=1 "
+            "in a VM lane to let the bench enable them)"
+        )
     if h.version == "v1" and len(_real_mounts(h)) < len(REAL_CONTROLLERS):
         return f"needs the v1 controllers {', '.join(REAL_CONTROLLERS)} mounted"
     return ""
@@ -109,6 +115,7 @@ def real() -> Iterator[Case]:
                 os.mkdir(path)
                 created.append(path)
         if h.version == "v2":
+            _enable_v2(unique[0], dirs)
             sub = Hierarchy("v2", h.root, {}, h.unified, h.controllers)
         else:
             sub = Hierarchy("v1", h.root, mounts, None, frozenset(mounts))
@@ -120,6 +127,30 @@ def real() -> Iterator[Case]:
                 os.rmdir(path)
             except OSError as err:
                 print(f"bench: could not remove {path}: {err}")
+
+
+V2_CONTROLLERS = ("cpu", "memory", "pids")
+
+
+def _v2_root_missing(mount: str) -> list[str]:
+    with open(os.path.join(mount, "cgroup.subtree_control")) as f:
+        return [c for c in V2_CONTROLLERS if c not in f.read().split()]
+
+
+def _enable_v2(mount: str, dirs: list[str]) -> None:
+    """Enable cpu, memory, pids for every cgroup of the bench tree that has children.
+
+    The root's own cgroup.subtree_control is written only in a VM lane (CGALLOC_BENCH_REAL=1):
+    on a real node it belongs to the machine, and real_unavailable() refuses instead.
+    """
+    if missing := _v2_root_missing(mount):
+        with open(os.path.join(mount, "cgroup.subtree_control"), "w") as f:
+            f.write(" ".join(f"+{c}" for c in missing))
+    parents = {os.path.dirname(d) for d in dirs if "/" in d}
+    for d in dirs:
+        if d in parents:
+            with open(os.path.join(mount, d, "cgroup.subtree_control"), "w") as f:
+                f.write(" ".join(f"+{c}" for c in V2_CONTROLLERS))
 
 
 FD_MARGIN = 256  # fds left for Python and the roots
