@@ -598,6 +598,16 @@ def start_time(h: Hierarchy, path: str) -> float | None:
     return min(times, default=None)
 
 
+def boot_time(proc_root: str = "/proc") -> float:
+    """When the machine booted, in seconds since the epoch (``btime`` of /proc/stat: what
+    psutil.boot_time reads, without importing psutil)."""
+    with open(os.path.join(proc_root, "stat")) as f:
+        for line in f:
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    raise HostError(f"{proc_root}/stat has no btime line")
+
+
 def rlimit_summary(time: str, proc_root: str = "/proc") -> dict[str, object]:
     """The summary API's ``RlimitStats``: the pid limit and the tasks now running."""
     with open(os.path.join(proc_root, "loadavg")) as f:

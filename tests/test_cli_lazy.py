@@ -36,3 +36,33 @@ def test_unknown_command_is_a_usage_error():
     )
     assert out.returncode == 2
     assert "No such command 'nope'" in out.stderr
+
+
+def test_show_runs_without_pydantic():
+    """typer's default coercion imports pydantic; cgalloc's plain options do without it."""
+    code = (
+        "import sys\nfrom cgalloc.cli import main\n"
+        "try:\n    main(['show', '--capacity', 'cpu=4,memory=8Gi,pid=100,ephemeral-storage=1Gi',"
+        " '-o', 'json', '--kube-reserved', 'cpu=100m'])\nexcept SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "print('pydantic' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert '"allocatable"' in out.stdout.lower()
+    assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_options_keep_their_types_and_errors():
+    """Enum, float and list options parse as typer would, and bad values are usage errors."""
+    out = subprocess.run(
+        [sys.executable, "-m", "cgalloc", "stats", "--interval", "soon"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert "--interval" in out.stderr
+    out = subprocess.run(
+        [sys.executable, "-m", "cgalloc", "show", "-o", "xml"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert "xml" in out.stderr

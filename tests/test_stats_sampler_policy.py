@@ -34,3 +34,10 @@ def test_first_sample_reads_cold_and_the_second_keeps_files_open(tmp_path):
     assert [r.memory_usage for r in second] == [4096, 8192, 12288]
     assert kept_after_first == set()
     assert f"{root}/kubepods/burstable/pod0001/memory.current" in kept_after_second
+
+
+def test_boot_time_is_btime_of_proc_stat(tmp_path):
+    (tmp_path / "stat").write_text("cpu  1 2 3 4 5 6 7 8 9 10\nintr 0\nbtime 1763856000\n")
+    assert stats.boot_time(str(tmp_path)) == 1763856000.0
+    psutil = __import__("pytest").importorskip("psutil")
+    assert abs(stats.boot_time() - psutil.boot_time()) <= 1

@@ -7,8 +7,12 @@ imported only when their command runs (a lazy command group): ``cgalloc show`` p
 
 from __future__ import annotations
 
+import enum
 import importlib
 import sys
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import typer
 import typer.main
@@ -41,8 +45,92 @@ class _Commands(dict):
         cmd = typer.main.get_command_from_info(
             info, pretty_exceptions_short=True, rich_markup_mode=None
         )
+        _plain_coercion(cmd)
         self[name] = cmd
         return cmd
+
+
+def _number(kind: type, what: str) -> Callable[[object], object]:
+    def convert(value: object) -> object:
+        try:
+            return kind(value)
+        except (TypeError, ValueError):
+            raise typer.BadParameter(
+                f"Input should be a valid {what}, unable to parse string as an {what}"
+                if kind is int
+                else f"Input should be a valid {what}, unable to parse string as a {what}"
+            ) from None
+
+    return convert
+
+
+def _choice(kind: type[enum.Enum]) -> Callable[[object], object]:
+    def convert(value: object) -> object:
+        if isinstance(value, kind):
+            return value
+        try:
+            return kind(value)
+        except ValueError:
+            allowed = ", ".join(repr(m.value) for m in kind)
+            raise typer.BadParameter(f"{value!r} is not one of {allowed}.") from None
+
+    return convert
+
+
+def _converter(annotation: object) -> Callable[[object], object] | None:
+    """A plain converter, with typer's messages, for the annotations cgalloc's options use;
+    None for any other annotation."""
+    if annotation in (str, bool):
+        return annotation
+    if annotation is int:
+        return _number(int, "integer")
+    if annotation is float:
+        return _number(float, "number")
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return _choice(annotation)
+    if typing.get_origin(annotation) is list and typing.get_args(annotation) == (str,):
+        return lambda v: [str(x) for x in v]
+    return None
+
+
+def _plain_coercion(cmd) -> None:
+    """Give each simple option of ``cmd`` (and its help option) a plain converter.
+
+    typer coerces every parameter value through a pydantic TypeAdapter it builds on first use,
+    which imports pydantic: about 0.15 s per process, more than ``show`` computes. Parameters
+    with any other annotation, or a typer without this layer, keep typer's own coercion.
+    """
+    try:
+        from typer._coercion import RuntimeParam
+    except ImportError:
+        return
+
+    @dataclass(frozen=True)
+    class Plain(RuntimeParam):
+        convert: Callable[[object], object]
+
+        def _coerce_value(self, value, param, ctx):
+            return self.convert(value)
+
+    def plain(param) -> None:
+        desc = getattr(param, "type_descriptor", None)
+        if desc is None or getattr(param, "_runtime_param", False) is not None:
+            return
+        convert = None if desc.file_annotation is not None else _converter(desc.annotation)
+        if convert is not None:
+            param._runtime_param = Plain(desc.parameter_info, desc.annotation, convert)
+
+    for param in cmd.params:
+        plain(param)
+    help_option = cmd.get_help_option  # built on first use, per command
+
+    def get_help_option(ctx):
+        option = help_option(ctx)
+        if option is not None:
+            plain(option)
+        return option
+
+    cmd.get_help_option = get_help_option
 
 
 class LazyGroup(TyperGroup):
@@ -51,6 +139,7 @@ class LazyGroup(TyperGroup):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.commands = _Commands(self.commands)
+        _plain_coercion(self)
 
     def list_commands(self, ctx) -> list[str]:
         return list(COMMANDS)

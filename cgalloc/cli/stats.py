@@ -184,9 +184,9 @@ class _Run:
 
 
 def _boot_time() -> float:
-    import psutil
+    from cgalloc.stats import boot_time
 
-    return psutil.boot_time()
+    return boot_time()
 
 
 def _positive(value: float | None, label: str) -> None:
