@@ -53,7 +53,7 @@ def _process(argv: list[str], rss: list[float] | None = None, stdin: str | None 
         elapsed = time.perf_counter() - start
         if proc.returncode:
             raise RuntimeError(f"{' '.join(argv[:3])} ... exited {proc.returncode}: "
-                               f"{err.decode()[:300]}")  # fmt: skip
+                               f"{err.decode()[-400:]}")  # fmt: skip
         if rss is not None:
             rss.append(usage.ru_maxrss / 1024)
         return elapsed
@@ -63,7 +63,7 @@ def _process(argv: list[str], rss: list[float] | None = None, stdin: str | None 
 
 def _stats_dirs(case: trees.Case) -> list[str]:
     """The cgroups ``cgalloc stats`` reads: root, kubepods, QoS tiers, pods (not containers)."""
-    top = [case.top] if case.top else [""]
+    top = [case.top] if case.top else []  # a fake tree's root holds no files to read
     return top + [d for d in case.dirs if not os.path.basename(d)[:1].isdigit()
                   or os.path.basename(d).startswith("pod")]  # fmt: skip
 
@@ -95,7 +95,8 @@ def suite(case: trees.Case, floor_bin: str | None) -> Suite:
     result.times = interleave(cs)
     if floor_bin:
         result.times[TYPER_PLUS_FLOOR] = [
-            a + b for a, b in zip(result.times[TYPER], result.times[FLOOR], strict=True)
+            None if a is None or b is None else a + b
+            for a, b in zip(result.times[TYPER], result.times[FLOOR], strict=True)
         ]
         result.contenders.append(Contender(TYPER_PLUS_FLOOR, lambda: 0.0, 1,
                                            note="per round: the two above added"))  # fmt: skip
