@@ -16,8 +16,6 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import yaml
-
 from cgalloc.capacity import CPUSET_FORM, parse_cpuset
 from cgalloc.capacity import online_cpus as host_online_cpus
 from cgalloc.errors import InputError
@@ -252,6 +250,8 @@ def _read_document(path: str, option: str, expected: str, problems: list[str]) -
             f"{option}: cannot read {path} ({err.strerror or err}); expected {expected}."
         )
         return None
+    import yaml  # here, not at the top: show and stats without a config file never need it
+
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as err:

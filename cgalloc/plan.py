@@ -19,8 +19,6 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-import yaml
-
 from cgalloc import procs
 from cgalloc.allocatable import check_enforceable, compute
 from cgalloc.capacity import online_cpus, parse_cpuset
@@ -465,6 +463,8 @@ def load_pods(path: str) -> list:
         "a JSON or YAML list of {uid, qos (guaranteed|burstable|besteffort), cpuRequest, "
         "cpuLimit, memoryRequest, memoryLimit}"
     )
+    import yaml  # only a --pods file needs it
+
     try:
         with open(path, encoding="utf-8") as fh:
             # libyaml's loader when built in: the pure-Python one takes ~0.5 s for 1000 pods

@@ -7,7 +7,6 @@ import json
 from collections.abc import Callable, Sequence
 
 import typer
-import yaml
 
 
 class OutputFormat(str, enum.Enum):
@@ -49,6 +48,8 @@ def dumps(data: object, fmt: OutputFormat) -> str:
     """``data`` as JSON or YAML text with sorted keys."""
     if fmt is OutputFormat.json:
         return json.dumps(data, indent=2, sort_keys=True)
+    import yaml  # only YAML output pays for the import
+
     return yaml.safe_dump(data, sort_keys=True, default_flow_style=False).rstrip("\n")
 
 
