@@ -41,3 +41,22 @@ def test_boot_time_is_btime_of_proc_stat(tmp_path):
     assert stats.boot_time(str(tmp_path)) == 1763856000.0
     psutil = __import__("pytest").importorskip("psutil")
     assert abs(stats.boot_time() - psutil.boot_time()) <= 1
+
+
+def test_stats_json_is_one_compact_line(tmp_path, capsys):
+    """Like the kubelet's /stats/summary: json.Marshal output, one line (C-encoded here)."""
+    import json
+
+    from clirun import run_cli
+
+    root = str(tmp_path / "cg")
+    make_v2(root, "", usage=0)
+    for rel in ("kubepods", "kubepods/burstable", "kubepods/besteffort", "kubepods/poda-b"):
+        make_v2(root, rel, usage=4096)
+    code, out, _ = run_cli(capsys, "stats", "--cgroupfs", root, "-o", "json", "--interval", "0")
+    assert code == 0
+    lines = out.strip().splitlines()
+    assert len(lines) == 1
+    doc = json.loads(lines[0])
+    assert [p["podRef"]["uid"] for p in doc["pods"]] == ["a-b"]
+    assert ", " not in lines[0] and ": " not in lines[0]

@@ -179,7 +179,7 @@ class _Run:
             typer.echo(_table(self.rows(targets, recs)))
         else:
             warn(missing)
-            typer.echo(dumps(self.document(targets, recs, node_name), output))
+            typer.echo(dumps(self.document(targets, recs, node_name), output, compact=True))
         self.prev = {r.path: r for r in recs if r.found}
 
 
