@@ -1,10 +1,98 @@
-"""``python -m bench``: run the read benchmark and print the comparison table."""
+"""``python -m bench``: interleaved benchmarks of reading, whole commands and conversion, with
+every target's verdict. ``python -m bench setup`` runs the setup benchmark (pytest-benchmark).
 
+  python -m bench [--trees fake-v1,fake-v2,real] [--suites read,commands]
+                  [--json PATH] [--markdown PATH]
+
+Knobs: CGALLOC_BENCH_PODS (pods, default 1000, 3 containers each), CGALLOC_BENCH_ROUNDS
+(rounds, default 5), CGALLOC_BENCH_SLOW_ROUNDS (rounds the slow contenders take part in,
+default 3; 0 leaves them out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
 import os
+import platform
+import shlex
 import sys
+import tempfile
 
-import pytest
+from bench import command_suite, read_suite, report, rounds, trees
+
+TREES = ("fake-v1", "fake-v2", "real")
+
+
+def _setup(argv: list[str]) -> int:
+    import pytest
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    args = [os.path.join(here, "bench_setup.py"), "--benchmark-only", "-q",
+            "-p", "no:cacheprovider", *argv]  # fmt: skip
+    return pytest.main(args)
+
+
+def _case(name: str):
+    if name == "real":
+        return trees.real()
+    return trees.fake(name.split("-")[1])
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["setup"]:
+        return _setup(argv[1:])
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--trees", default=",".join(TREES), help="comma-separated: " + ", ".join(TREES))
+    ap.add_argument("--suites", default="read,commands", help="comma-separated: read, commands")
+    ap.add_argument("--json", metavar="PATH", help="write every row and target verdict as JSON")
+    ap.add_argument("--markdown", metavar="PATH", help="write the README table as Markdown")
+    args = ap.parse_args(argv)
+    names = [t for t in args.trees.split(",") if t]
+    wanted = set(args.suites.split(","))
+    for t in names:
+        if t not in TREES:
+            ap.error(f"--trees: {t!r} is not one of {', '.join(TREES)}")
+    skipped = []
+    if "real" in names and (why := trees.real_unavailable()):
+        names.remove("real")
+        skipped.append(f"real tree: {why}")
+    suites: list[report.Suite] = []
+    with tempfile.TemporaryDirectory(prefix="cgalloc-bench-bin-") as bindir:
+        floor = trees.build_c("floor", bindir)
+        for name in names:
+            with _case(name) as case:
+                print(f"bench: {case.name}, {len(case.dirs)} cgroups ...", file=sys.stderr)
+                if "read" in wanted:
+                    suites.append(read_suite.suite(case, floor))
+                    print(report.text(suites[-1]), flush=True)
+                # Whole commands once, on the most telling tree: the real one when there is one.
+                if "commands" in wanted and name == (names[-1] if "real" in names else names[0]):
+                    suites.append(command_suite.suite(case, floor))
+                    print(report.text(suites[-1]), flush=True)
+    for s in skipped:
+        print(f"skipped: {s}")
+    command = "sudo .venv/bin/python -m bench " + shlex.join(argv)
+    machine = {
+        "cpus": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "pods": trees.PODS,
+        "rounds": rounds.ROUNDS,
+        "slow_rounds": rounds.SLOW_ROUNDS,
+        "skipped": skipped,
+        "command": command,
+    }
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report.as_json(suites, machine), f, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(report.markdown(suites, command))
+    return 0
+
 
 if __name__ == "__main__":
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.exit(pytest.main([here, "--benchmark-only", "-q", "-p", "no:cacheprovider", *sys.argv[1:]]))
+    with contextlib.suppress(BrokenPipeError):
+        sys.exit(main(sys.argv[1:]))

@@ -43,6 +43,7 @@ import fakecgroup
 
 import cgalloc.apply
 from bench import results
+from bench.trees import build_c
 from cgalloc.apply import TestSwitches
 from cgalloc.cgroupfs import detect
 from cgalloc.cli import main
@@ -286,6 +287,64 @@ def test_shell_rerun(benchmark):
     _script(benchmark, "shell mkdir/echo re-run", "shell", rerun=True)
 
 
+def _floor_ops(node: Node, rerun: bool) -> str:
+    """The setup's syscalls for csrc/setup_floor.c: its mkdirs and writes, or for a re-run the
+    reads of every file it writes."""
+    lines = []
+    for a in node.actions():
+        target = node.root / a["path"]
+        if a["action"] == "mkdir":
+            if not rerun:
+                lines.append(f"mkdir {target}")
+        else:
+            lines.append(f"read {target}" if rerun else f"write {target} {a['new']}")
+    return "\n".join(lines) + "\n"
+
+
+def _floor(benchmark, name: str, rerun: bool) -> None:
+    if not REAL:
+        reason = "the floor needs a real cgroupfs (mkdir makes the interface files)"
+        RESULTS.setdefault(name, (None, None, reason))
+        pytest.skip(reason)
+    out_dir = tempfile.mkdtemp(prefix="cgalloc-setup-floor-")
+    binary = build_c("setup_floor", out_dir)
+    if binary is None:
+        pytest.skip("no C compiler")
+    nodes: list[Node] = []
+    seconds: list[float] = []
+    count: list[int] = []
+
+    def fresh():
+        node = _fresh()
+        nodes.append(node)
+        ops = _floor_ops(node, rerun)
+        if rerun:
+            node.cgalloc()
+        return (ops,), {}
+
+    def run(ops: str) -> None:
+        out = subprocess.run([binary], input=ops, capture_output=True, text=True, check=True)
+        n, ns = out.stdout.split()
+        count.append(int(n))
+        seconds.append(float(ns) / 1e9)
+
+    try:
+        benchmark.pedantic(run, setup=fresh, rounds=ROUNDS)
+    finally:
+        for n in nodes:
+            n.remove()
+        shutil.rmtree(out_dir, ignore_errors=True)
+    RESULTS[name] = (min(seconds), None if rerun else count[0], "syscalls only (its own clock)")
+
+
+def test_floor_cold(benchmark):
+    _floor(benchmark, "C floor cold (csrc/setup_floor.c)", rerun=False)
+
+
+def test_floor_rerun(benchmark):
+    _floor(benchmark, "C floor re-run (reads)", rerun=True)
+
+
 def _libcgroup_skip() -> None:
     if shutil.which("cgcreate") is None or shutil.which("cgset") is None:
         reason = "cgcreate/cgset not installed (Debian cgroup-tools)"
@@ -331,6 +390,13 @@ def _verdicts() -> list[str]:
         ok = "MET" if rerun[1] == 0 else f"GAP: {rerun[1]} changes"
         out.append(f"  re-run makes zero writes: {ok}")
     cold = RESULTS.get("cgalloc cold without the emulation") or RESULTS.get("cgalloc cold")
+    for kind, mine in (("cold", cold), ("re-run", RESULTS.get("cgalloc re-run"))):
+        floor = RESULTS.get(f"C floor {kind} (csrc/setup_floor.c)" if kind == "cold"
+                            else "C floor re-run (reads)")  # fmt: skip
+        if mine and floor and mine[0] and floor[0]:
+            ratio = mine[0] / floor[0]
+            ok = f"MET ({ratio:.2f}x)" if ratio <= 1.2 else f"GAP: {ratio:.2f}x the floor"
+            out.append(f"  {kind} setup <= 1.2x the C floor: {ok}")
     shell = RESULTS.get("shell mkdir/echo cold")
     if cold and shell and cold[0] and shell[0]:
         ratio = cold[0] / shell[0]

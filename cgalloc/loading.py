@@ -12,16 +12,23 @@ from __future__ import annotations
 import os
 import stat
 
-import yaml
-
 from cgalloc.errors import InputError
 
 FILE_LIMIT = 4 << 20  # bytes: a KubeletConfiguration is a few KiB, 10,000 pods well under 4 MiB
 MAX_DEPTH = 64  # nesting of mappings/sequences; a KubeletConfiguration needs 3
 MAX_NODES = 1_000_000  # values after expanding every alias (what the program would walk)
 
-# libyaml's parser when built in: the pure-Python one is ~10x slower on large pods lists
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _yaml():  # imported here, not at the top: commands without an input file never need it
+    import yaml
+
+    return yaml
+
+
+def _loader(yaml):
+    # libyaml's parser when built in: the pure-Python one is ~10x slower on large pods lists
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_bounded(path: str, field: str, limit: int = FILE_LIMIT) -> str:
@@ -73,9 +80,10 @@ def load_yaml_documents(text: str, field: str) -> list[object]:
     """
     if len(text) > FILE_LIMIT:
         raise InputError(f"{field} is larger than {_size(FILE_LIMIT)}; give at most that.")
+    yaml = _yaml()
     try:
-        _check_shape(text, field)
-        return list(yaml.load_all(text, Loader=_LOADER))
+        _check_shape(yaml, text, field)
+        return list(yaml.load_all(text, Loader=_loader(yaml)))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -86,11 +94,11 @@ def load_yaml_documents(text: str, field: str) -> list[object]:
         raise InputError(f"{field} holds a value out of range ({reason}).") from None
 
 
-def _check_shape(text: str, field: str) -> None:
+def _check_shape(yaml, text: str, field: str) -> None:
     sizes: dict[str, int] = {}  # anchor -> values it expands to
     stack: list[list] = []  # open collections: [anchor, values so far]
     total = 0
-    for event in yaml.parse(text, Loader=_LOADER):
+    for event in yaml.parse(text, Loader=_loader(yaml)):
         if isinstance(event, yaml.DocumentStartEvent):
             sizes.clear()
             continue

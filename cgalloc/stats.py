@@ -311,6 +311,7 @@ class TreeReader:
         self._other_fds = 0  # open before the samplers were, counted once
         self._warnings: list[str] = []
         self._warned = False
+        self._calls = 0  # sample() calls so far
 
     def _records(self, dirs: Sequence[str], snaps: Sequence[Snapshot]) -> list[CgroupStats]:
         now = time.monotonic_ns()
@@ -345,10 +346,17 @@ class TreeReader:
     def sample(self, dirs: Sequence[str]) -> list[CgroupStats]:
         """A warm read: files stay open between calls and are re-read with pread.
 
+        The first call reads cold and opens nothing: a single read never keeps files open.
+
         When RLIMIT_NOFILE cannot hold every file open, the dirs past the ones that fit are
         read cold (opened and closed) instead; :meth:`pop_warnings` says so once.
         """
         dirs = tuple(dirs)
+        self._calls += 1
+        if self._calls == 1:
+            # A one-shot read (``--interval 0``) would pay for fds and kernel buffers it never
+            # re-reads: the first call reads cold, the sampler opens at the second.
+            return self.read(dirs)
         if self._samplers is None:
             self._other_fds = open_fd_count()
         warm = dirs[: self._warm_count(len(dirs))]
@@ -588,6 +596,16 @@ def start_time(h: Hierarchy, path: str) -> float | None:
         with contextlib.suppress(OSError):
             times.append(os.stat(d).st_mtime)
     return min(times, default=None)
+
+
+def boot_time(proc_root: str = "/proc") -> float:
+    """When the machine booted, in seconds since the epoch (``btime`` of /proc/stat: what
+    psutil.boot_time reads, without importing psutil)."""
+    with open(os.path.join(proc_root, "stat")) as f:
+        for line in f:
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    raise HostError(f"{proc_root}/stat has no btime line")
 
 
 def rlimit_summary(time: str, proc_root: str = "/proc") -> dict[str, object]:

@@ -1,19 +1,164 @@
 """The ``cgalloc`` command line: parses, calls one operation, renders. No logic of its own.
 
-Each sub-command lives in its own module and registers itself with :func:`register`.
+Each sub-command lives in its own module and registers itself with ``register(app)``. Modules are
+imported only when their command runs (a lazy command group): ``cgalloc show`` pays for what
+``show`` uses, and ``cgalloc --help`` for typer alone.
 """
 
 from __future__ import annotations
 
+import enum
 import importlib
 import sys
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import typer
+import typer.main
+from typer.core import TyperGroup
 
 from cgalloc.errors import CgallocError
 
+# Command name -> (module in cgalloc.cli, what --help lists for it), in --help order. The listing
+# is the start of each command's own help (tests/test_cli_lazy.py checks), so it needs no import.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "show": ("show", "Show this node's Capacity and Allocatable"),
+    "stats": ("stats", "Read the usage of this node's cgroup tree"),
+    "setup": ("setup", "Create and enforce the node's cgroup tree"),
+    "verify": ("verify", "Check the live cgroup tree against what setup would create"),
+    "teardown": ("teardown", "Undo what setup recorded in the state directory"),
+    "kubelet-config": ("kubelet_config", "Print the KubeletConfiguration fragment (YAML)"),
+}
+
+
+class _Commands(dict):
+    """The group's commands, each built from its module on first use."""
+
+    def __missing__(self, name: str) -> typer.core.TyperCommand:
+        if name not in COMMANDS:
+            raise KeyError(name)
+        module = importlib.import_module(f"cgalloc.cli.{COMMANDS[name][0]}")
+        sub = typer.Typer()
+        module.register(sub)
+        (info,) = sub.registered_commands
+        cmd = typer.main.get_command_from_info(
+            info, pretty_exceptions_short=True, rich_markup_mode=None
+        )
+        _plain_coercion(cmd)
+        self[name] = cmd
+        return cmd
+
+
+def _number(kind: type, what: str) -> Callable[[object], object]:
+    def convert(value: object) -> object:
+        try:
+            return kind(value)
+        except (TypeError, ValueError):
+            raise typer.BadParameter(
+                f"Input should be a valid {what}, unable to parse string as an {what}"
+                if kind is int
+                else f"Input should be a valid {what}, unable to parse string as a {what}"
+            ) from None
+
+    return convert
+
+
+def _choice(kind: type[enum.Enum]) -> Callable[[object], object]:
+    def convert(value: object) -> object:
+        if isinstance(value, kind):
+            return value
+        try:
+            return kind(value)
+        except ValueError:
+            allowed = ", ".join(repr(m.value) for m in kind)
+            raise typer.BadParameter(f"{value!r} is not one of {allowed}.") from None
+
+    return convert
+
+
+def _converter(annotation: object) -> Callable[[object], object] | None:
+    """A plain converter, with typer's messages, for the annotations cgalloc's options use;
+    None for any other annotation."""
+    if annotation in (str, bool):
+        return annotation
+    if annotation is int:
+        return _number(int, "integer")
+    if annotation is float:
+        return _number(float, "number")
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return _choice(annotation)
+    if typing.get_origin(annotation) is list and typing.get_args(annotation) == (str,):
+        return lambda v: [str(x) for x in v]
+    return None
+
+
+def _plain_coercion(cmd) -> None:
+    """Give each simple option of ``cmd`` (and its help option) a plain converter.
+
+    typer coerces every parameter value through a pydantic TypeAdapter it builds on first use,
+    which imports pydantic: about 0.15 s per process, more than ``show`` computes. Parameters
+    with any other annotation, or a typer without this layer, keep typer's own coercion.
+    """
+    try:
+        from typer._coercion import RuntimeParam
+    except ImportError:
+        return
+
+    @dataclass(frozen=True)
+    class Plain(RuntimeParam):
+        convert: Callable[[object], object]
+
+        def _coerce_value(self, value, param, ctx):
+            return self.convert(value)
+
+    def plain(param) -> None:
+        desc = getattr(param, "type_descriptor", None)
+        if desc is None or getattr(param, "_runtime_param", False) is not None:
+            return
+        convert = None if desc.file_annotation is not None else _converter(desc.annotation)
+        if convert is not None:
+            param._runtime_param = Plain(desc.parameter_info, desc.annotation, convert)
+
+    for param in cmd.params:
+        plain(param)
+    help_option = cmd.get_help_option  # built on first use, per command
+
+    def get_help_option(ctx):
+        option = help_option(ctx)
+        if option is not None:
+            plain(option)
+        return option
+
+    cmd.get_help_option = get_help_option
+
+
+class LazyGroup(TyperGroup):
+    """A typer group whose sub-commands are imported when they are invoked or asked for."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _Commands(self.commands)
+        _plain_coercion(self)
+
+    def list_commands(self, ctx) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx, cmd_name: str):
+        try:
+            return self.commands[cmd_name]
+        except KeyError:
+            return None
+
+    def format_commands(self, ctx, formatter) -> None:
+        # The listing uses the short help kept here, so --help imports no command module.
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, short) for name, (_, short) in COMMANDS.items()])
+
+
 app = typer.Typer(
     name="cgalloc",
+    cls=LazyGroup,
     help=(
         "Kubernetes Node Allocatable on this node: compute it exactly as the kubelet does, "
         "create and enforce the kubepods / QoS / reserved cgroup tree, and read its usage."
@@ -29,19 +174,6 @@ app = typer.Typer(
 @app.callback()
 def _root() -> None:
     """Keep ``cgalloc <command>`` a command group even while only one command is registered."""
-
-
-# Sub-command modules, in the order --help lists them.
-_COMMAND_MODULES = ("show", "stats", "setup", "verify", "teardown", "kubelet_config")
-
-for _name in _COMMAND_MODULES:
-    try:
-        _mod = importlib.import_module(f"cgalloc.cli.{_name}")
-    except ModuleNotFoundError as exc:  # a command not built yet must not break the others
-        if exc.name != f"cgalloc.cli.{_name}":
-            raise
-        continue
-    _mod.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -179,14 +179,14 @@ class _Run:
             typer.echo(_table(self.rows(targets, recs)))
         else:
             warn(missing)
-            typer.echo(dumps(self.document(targets, recs, node_name), output))
+            typer.echo(dumps(self.document(targets, recs, node_name), output, compact=True))
         self.prev = {r.path: r for r in recs if r.found}
 
 
 def _boot_time() -> float:
-    import psutil
+    from cgalloc.stats import boot_time
 
-    return psutil.boot_time()
+    return boot_time()
 
 
 MAX_SECONDS = 86400  # a day: time.sleep() overflows on 1e300, and nan/inf are no duration

@@ -124,6 +124,12 @@ def errno_status(err: int) -> int:
     return ENOENT if err in (_errno.ENOENT, _errno.ENODEV, _errno.ENOTDIR) else EIO
 
 
+def _cells(values, status) -> list[int | str | None]:
+    """Cell values as Python objects: the number when OK, "max" for MAX, None on an error."""
+    pairs = zip(values, status, strict=True)
+    return [v if st == OK else "max" if st == MAX else None for v, st in pairs]
+
+
 class Snapshot:
     """Values read from ``dirs`` × ``specs``: one uint64 value and one status per cell.
 
@@ -157,20 +163,28 @@ class Snapshot:
 
         A value is an int, "max", or None when the cell's status is an error (see ``get``).
         """
-        out: dict[str, int | str | dict | list | None] = {}
-        for f, spec in enumerate(self.specs):
-            cells = [self._cell(dir_index, f, k) for k in range(spec.ncells)]
-            if spec.kind == "single":
-                out[spec.name] = cells[0]
-            elif spec.kind == "keyed":
-                out[spec.name] = dict(zip(spec.keys, cells, strict=True))
-            else:
-                out[spec.name] = cells
-        return out
+        if not 0 <= dir_index < len(self.dirs):
+            raise IndexError(f"dir index {dir_index} out of range")
+        base, width = dir_index * self.cells_per_dir, self.cells_per_dir
+        cells = _cells(self.values[base : base + width], self.status[base : base + width])
+        return self._shape(cells, 0)
 
-    def _cell(self, d: int, f: int, k: int) -> int | str | None:
-        status, value = self.get(d, f, k)
-        return value if status == OK else "max" if status == MAX else None
+    def as_dicts(self) -> list[dict[str, int | str | dict | list | None]]:
+        """``as_dict`` of every directory; the cells are converted in one pass, not per dir."""
+        cells = _cells(self.values, self.status)
+        return [self._shape(cells, d * self.cells_per_dir) for d in range(len(self.dirs))]
+
+    def _shape(self, cells: list, base: int) -> dict[str, int | str | dict | list | None]:
+        out: dict[str, int | str | dict | list | None] = {}
+        for spec, off in zip(self.specs, self._offsets, strict=True):
+            at = base + off
+            if spec.kind == "single":
+                out[spec.name] = cells[at]
+            elif spec.kind == "keyed":
+                out[spec.name] = dict(zip(spec.keys, cells[at : at + len(spec.keys)], strict=True))
+            else:
+                out[spec.name] = cells[at : at + len(spec.keys)]
+        return out
 
     def __len__(self) -> int:
         return len(self.dirs)

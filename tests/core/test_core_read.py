@@ -45,6 +45,12 @@ def test_read_fills_cells_in_documented_layout(impl, tree):
         "cpu.max": [50000, 100000],
     }
     assert snap.get(2, 0) == (MAX, 0)  # the root's own memory.max
+    assert snap.as_dicts() == [snap.as_dict(d) for d in range(4)]
+    assert snap.as_dicts()[3] == {
+        "memory.max": None,
+        "memory.stat": {"anon": None, "file": None, "swap": None},
+        "cpu.max": [None, None],
+    }
     assert snap.get(2, 1, 0) == (ENOENT, 0)  # the root has no memory.stat
     assert [snap.get(3, f, 0)[0] for f in range(3)] == [ENOENT] * 3
     # raw layout: dir 1, file 2 (cpu.max), key 0 (quota)

@@ -1,0 +1,138 @@
+"""Whole-process time of the commands users run, interleaved with what they are held against:
+``python -c pass``, ``python -c 'import typer'`` and the C floor reading the same files as
+``cgalloc stats``. Peak RSS of ``cgalloc stats`` comes from the same runs (wait4)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench import trees
+from bench.report import Suite, Target
+from bench.rounds import Contender, interleave
+
+NODE = [
+    "--capacity", "cpu=32,memory=128Gi,pid=4194304,ephemeral-storage=500Gi",
+    "--kube-reserved", "cpu=500m,memory=2Gi", "--system-reserved", "cpu=500m,memory=1Gi",
+]  # fmt: skip
+PASS = "python -c pass"
+TYPER = "python -c 'import typer'"
+HELP = "cgalloc --help"
+SHOW = "cgalloc show"
+KUBELET_CONFIG = "cgalloc kubelet-config"
+STATS = "cgalloc stats -o json --interval 0"
+FLOOR = "C floor, the files stats reads (whole process)"
+TYPER_PLUS_FLOOR = "import typer + C floor"
+STATS_RSS = "cgalloc stats peak RSS (/usr/bin/time, separate runs)"
+
+
+def _cgalloc() -> list[str]:
+    """The console script users run, next to this interpreter; ``-m cgalloc`` without one."""
+    script = os.path.join(os.path.dirname(sys.executable), "cgalloc")
+    return [script] if os.path.exists(script) else [sys.executable, "-m", "cgalloc"]
+
+
+def _process(argv: list[str], stdin: str | None = None, cwd: str | None = None):
+    """A measure: wall seconds of one process, its output thrown away."""
+
+    def run() -> float:
+        start = time.perf_counter()
+        with open(os.devnull, "wb") as out:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.PIPE, cwd=cwd
+            )
+            _, err = proc.communicate(stdin.encode() if stdin else b"")
+        elapsed = time.perf_counter() - start
+        if proc.returncode:
+            tail = err.decode()[-400:]
+            raise RuntimeError(f"{' '.join(argv[:3])} ... exited {proc.returncode}: {tail}")
+        return elapsed
+
+    return run
+
+
+def _peak_rss(argv: list[str], runs: int = 3) -> list[float]:
+    """Peak RSS (MiB) of ``argv``, measured by /usr/bin/time in runs of their own.
+
+    Not from our own wait4: a child forked from this large process carries the parent's
+    resident size into its ru_maxrss until exec, so it would report the bench, not cgalloc.
+    """
+    timer = shutil.which("time") or "/usr/bin/time"
+    if not os.path.exists(timer):
+        return []
+    out = []
+    with tempfile.NamedTemporaryFile("r") as f:
+        for _ in range(runs):
+            cmd = [timer, "-f", "%M", "-o", f.name, *argv]
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            f.seek(0)
+            out.append(int(f.read().split()[-1]) / 1024)
+    return out
+
+
+def _stats_dirs(case: trees.Case) -> list[str]:
+    """The cgroups ``cgalloc stats`` reads: root, kubepods, QoS tiers, pods (not containers)."""
+    top = [case.top] if case.top else []  # a fake tree's root holds no files to read
+    return top + [d for d in case.dirs if not os.path.basename(d)[:1].isdigit()
+                  or os.path.basename(d).startswith("pod")]  # fmt: skip
+
+
+def _byte_compile() -> None:
+    """Compile cgalloc's modules as a pip install does, so no run pays for compiling them
+    (an editable install under PYTHONDONTWRITEBYTECODE=1 would, on every run)."""
+    import cgalloc
+
+    package = os.path.dirname(os.path.abspath(cgalloc.__file__))
+    subprocess.run([sys.executable, "-m", "compileall", "-q", package], check=True)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
+def suite(case: trees.Case, floor_bin: str | None) -> Suite:
+    _byte_compile()
+    cgalloc = _cgalloc()
+    stats_argv = [*cgalloc, "stats", *NODE, "--cgroupfs", case.hierarchy.root, "-o", "json",
+                  "--interval", "0"]  # fmt: skip
+    if case.top:
+        stats_argv += ["--cgroup-root", f"/{case.top}"]
+    dirs = _stats_dirs(case)
+    cs = [
+        Contender(PASS, _process([sys.executable, "-c", "pass"]), 1),
+        Contender(TYPER, _process([sys.executable, "-c", "import typer"]), 1),
+        Contender(HELP, _process([*cgalloc, "--help"]), 1),
+        Contender(SHOW, _process([*cgalloc, "show", *NODE]), 1),
+        Contender(KUBELET_CONFIG, _process([*cgalloc, "kubelet-config", *NODE]), 1),
+        Contender(STATS, _process(stats_argv), 1, note=f"{len(dirs)} cgroups of {case.name}"),
+    ]
+    if floor_bin:
+        runs = []
+        for plan in case.plans:
+            paths = [f"{d}/{s.name}" if d else s.name for d in dirs for s in plan.specs]
+            runs.append(_process([floor_bin, "cold", "1"], stdin="\n".join(paths), cwd=plan.path))
+        cs.append(Contender(FLOOR, lambda: sum(r() for r in runs), 1,
+                            note="one process per mount"))  # fmt: skip
+    result = Suite(f"whole-process time, {case.name}", "process", cs)
+    result.times = interleave(cs)
+    if floor_bin:
+        result.times[TYPER_PLUS_FLOOR] = [
+            None if a is None or b is None else a + b
+            for a, b in zip(result.times[TYPER], result.times[FLOOR], strict=True)
+        ]
+        result.contenders.append(Contender(TYPER_PLUS_FLOOR, lambda: 0.0, 1,
+                                           note="per round: the two above added"))  # fmt: skip
+    result.values[STATS_RSS] = (_peak_rss(stats_argv), "MiB")
+    result.targets = [
+        Target("--help <= 1.5x import typer", HELP, TYPER, "ratio", 1.5),
+        Target("show <= 1.5x import typer", SHOW, TYPER, "ratio", 1.5),
+        Target("kubelet-config <= 1.5x import typer", KUBELET_CONFIG, TYPER, "ratio", 1.5),
+        Target(
+            "stats -o json <= 1.3x (import typer + C floor)", STATS, TYPER_PLUS_FLOOR, "ratio", 1.3
+        ),
+        Target("stats peak RSS <= 40 MiB", STATS_RSS, "", "value", 40.0),
+    ]
+    if not shutil.which("cc") and not shutil.which("gcc"):
+        result.notes.append("no C compiler: no floor")
+    return result

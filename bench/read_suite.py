@@ -1,0 +1,281 @@
+"""Reading the files cgalloc's stats read (``stats.mount_plans``) of ~4000 cgroups, by every
+reader users have, interleaved round by round with the C floors.
+
+On v1: memory.stat, memory.usage_in_bytes, memory.limit_in_bytes, cpu.stat, cpu.shares,
+cpu.cfs_quota_us, cpu.cfs_period_us, cpuacct.usage (+ pids.current, pids.max on the fake tree);
+on v2: memory.stat, memory.current, memory.max, cpu.stat, cpu.weight, cpu.max, pids.current,
+pids.max.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+
+from bench import naive, trees
+from bench.report import Suite, Target
+from bench.rounds import Contender, idle_cores, interleave, timed
+from cgalloc import stats
+from cgalloc.core.records import MAX, OK
+
+COLD_FLOOR = "floor open/read/close (C)"
+WARM_FLOOR = "floor pread (C), files the sampler keeps"
+CORE_COLD = "core cold, 1 thread"
+CORE_COLD2 = "core cold, 2 threads"
+CORE_WARM = "core warm (sampler), files it keeps"
+AS_DICTS = "snapshot -> as_dicts()"
+SUMMARY = "snapshot -> records -> summary JSON"
+NAIVE = "naive Python (open/readlines/split)"
+CGGET = "cgget, one process"
+CGGET_EACH = "cgget, one process per cgroup"
+CGTOP = "systemd-cgtop -b -n 1"
+CGROUPSPY = "cgroupspy (PyPI)"
+CGUTILS = "cgroup-utils (PyPI)"
+WARM_SAMPLES = 3  # the warm readers take the best of this many passes per round, alike
+SAMPLER_MEMORY = "sampler memory per cgroup (kernel slab + user RSS)"
+
+
+def _floor(binary: str, mode: str, case: trees.Case, dirs: list[str]) -> float:
+    """Seconds the floor program spends on the files (its own clock, per mount, summed).
+
+    It runs in each mount with paths relative to it, as the core opens them beneath its root fd.
+    """
+    total = 0.0
+    iterations = str(WARM_SAMPLES if mode == "warm" else 1)
+    for plan in case.plans:
+        paths = [f"{d}/{s.name}" for d in dirs for s in plan.specs]
+        out = subprocess.run(
+            [binary, mode, iterations], input="\n".join(paths), capture_output=True, text=True,
+            check=True, cwd=plan.path,
+        )  # fmt: skip
+        total += float(out.stdout.split()[2]) * len(paths) / 1e9
+    return total
+
+
+def _emulated() -> bool:
+    """qemu's software CPU (the VM lanes): its vCPUs are host threads, idle or not."""
+    with open("/proc/cpuinfo") as f:
+        return "QEMU Virtual CPU" in f.read()
+
+
+def _slab_kib() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("Slab:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def _cgget_args(case: trees.Case, dirs: list[str]) -> list[str]:
+    args = [shutil.which("cgget") or "cgget"]
+    for plan in case.plans:
+        for spec in plan.specs:
+            args += ["-r", spec.name]
+    return args + ["/" + d for d in dirs]
+
+
+def _cgroupspy(case: trees.Case):
+    """How cgroupspy reads a tree: build its node tree, read each node's properties."""
+    from cgroupspy import trees as cgtrees
+
+    props = {"memory": ("stat", "usage_in_bytes", "limit_in_bytes"),
+             "cpu": ("stat", "shares", "cfs_quota_us", "cfs_period_us"),
+             "cpuacct": ("usage",), "pids": ()}  # fmt: skip
+    parent = os.path.dirname(case.hierarchy.v1_mounts["memory"])
+    groups = [c.encode() for c in props if c in case.hierarchy.v1_mounts]
+    wanted = {d.encode() for d in case.dirs}
+
+    def run() -> None:
+        tree = cgtrees.Tree(root_path=parent.encode(), groups=groups)
+        for node in tree.walk():
+            ctrl = node.controller_type
+            if node.controller is None or not node.path.startswith(b"/" + (ctrl or b"-") + b"/"):
+                continue
+            if node.path[len(ctrl) + 2 :] not in wanted:
+                continue
+            for prop in props.get(ctrl.decode(), ()):
+                getattr(node.controller, prop)
+
+    return run
+
+
+def _cgutils(case: trees.Case):
+    """How cgroup-utils reads a cgroup: get_cgroup(path).get_stats() per controller dir."""
+    from cgutils import cgroup
+
+    paths = [os.path.join(p.path, d) for p in case.plans for d in case.dirs]
+
+    def run() -> None:
+        for p in paths:
+            cgroup.get_cgroup(p).get_stats()
+
+    return run
+
+
+def suite(case: trees.Case, floor_bin: str | None) -> Suite:
+    roots = case.roots()
+    plans = case.plans
+    nfiles = case.nfiles
+    soft = trees.raise_nofile()
+    room = max((soft - trees.FD_MARGIN) // case.files_per_dir, 1)
+    warm_dirs = case.dirs[:room]
+    warm_files = len(warm_dirs) * case.files_per_dir
+    warm_note = (
+        ""
+        if len(warm_dirs) == len(case.dirs)
+        else (f"first {len(warm_dirs)} cgroups: RLIMIT_NOFILE {soft} holds no more open files")
+    )
+
+    def cold(threads: int):
+        return lambda: [r.read(case.dirs, p.specs, threads=threads)
+                        for r, p in zip(roots, plans, strict=True)]  # fmt: skip
+
+    slab0, rss0 = _slab_kib(), _rss_kib()
+    samplers = [r.sampler(warm_dirs, p.specs, threads=1, detect_unlinked=False)
+                for r, p in zip(roots, plans, strict=True)]  # fmt: skip
+    first = [s.sample() for s in samplers]
+    kib_per_cgroup = (_slab_kib() - slab0 + _rss_kib() - rss0) / len(warm_dirs)
+    assert all(st in (OK, MAX) for snap in first for st in snap.status), "warm read failed"
+
+    def warm() -> float:
+        best = None
+        for _ in range(WARM_SAMPLES):
+            t = timed(lambda: [s.sample() for s in samplers])()
+            best = t if best is None else min(best, t)
+        return best
+
+    snaps = cold(1)()
+    assert all(st in (OK, MAX) for snap in snaps for st in snap.status), "cold read failed"
+    reader = stats.TreeReader(case.hierarchy, allow_any_fs=case.plain, threads=1)
+
+    def summary() -> None:
+        recs = reader._records(case.dirs, snaps)
+        when = stats.rfc3339(0)
+        json.dumps([{"cpu": stats.cpu_summary(r, None, when),
+                     "memory": stats.memory_summary(r, when)} for r in recs])  # fmt: skip
+
+    mounts, files = case.naive_layout()
+    cs = [
+        Contender(CORE_COLD, timed(cold(1)), nfiles),
+        Contender(CORE_COLD2, timed(cold(2)), nfiles),
+        Contender(CORE_WARM, warm, warm_files, note=warm_note),
+        Contender(AS_DICTS, timed(lambda: [s.as_dicts() for s in snaps]), nfiles),
+        Contender(SUMMARY, timed(summary), nfiles, note="what `stats -o json` does after reading"),
+        Contender(
+            NAIVE, timed(lambda: naive.read_tree(mounts, case.dirs, files)), nfiles, slow=True
+        ),
+    ]
+    if floor_bin:
+        cs.insert(0, Contender(COLD_FLOOR, lambda: _floor(floor_bin, "cold", case, case.dirs),
+                               nfiles))  # fmt: skip
+        cs.insert(1, Contender(WARM_FLOOR, lambda: _floor(floor_bin, "warm", case, warm_dirs),
+                               warm_files, note=warm_note))  # fmt: skip
+    real = not case.plain
+    if real and shutil.which("cgget"):
+        args = _cgget_args(case, case.dirs)
+        run = lambda: subprocess.run(args, stdout=subprocess.DEVNULL, check=True)  # noqa: E731
+        cs.append(Contender(CGGET, timed(run), nfiles, slow=True))
+        sample = case.dirs[:50]
+        each = [_cgget_args(case, [d]) for d in sample]
+
+        def per_cgroup() -> None:
+            for a in each:
+                subprocess.run(a, stdout=subprocess.DEVNULL, check=True)
+
+        cs.append(
+            Contender(
+                CGGET_EACH,
+                timed(per_cgroup),
+                len(sample) * case.files_per_dir,
+                slow=True,
+                note=f"{len(sample)} cgroups, as scripts call it",
+            )
+        )
+    if real and shutil.which("systemd-cgtop"):
+        run = lambda: subprocess.run(  # noqa: E731
+            ["systemd-cgtop", "-b", "-n", "1", "--depth=20", "-r"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+        cs.append(
+            Contender(
+                CGTOP,
+                timed(run),
+                nfiles,
+                slow=True,
+                note="every cgroup of the host, its own file set",
+            )
+        )
+    if case.hierarchy.version == "v1":
+        with contextlib.suppress(ImportError):
+            cs.append(
+                Contender(
+                    CGROUPSPY,
+                    timed(_cgroupspy(case)),
+                    nfiles,
+                    slow=True,
+                    note="walks the tree, reads the same files",
+                )
+            )
+        if real:
+            with contextlib.suppress(ImportError):
+                cs.append(
+                    Contender(
+                        CGUTILS,
+                        timed(_cgutils(case)),
+                        nfiles,
+                        slow=True,
+                        note="get_stats() of each controller dir: its own file set",
+                    )
+                )
+
+    idle = idle_cores()
+    result = Suite(f"read, {case.name}: {len(case.dirs)} cgroups, {nfiles} files", "file", cs)
+    result.times = interleave(cs)
+    result.values[SAMPLER_MEMORY] = ([kib_per_cgroup], "KiB")
+    two = "" if idle >= 1.8 else f"{idle:.1f} of {os.cpu_count()} cores idle before the run"
+    if _emulated():
+        two = "emulated vCPUs (qemu TCG) are host threads: no two free cores to show"
+    result.targets = [
+        Target(
+            "cold, 1 thread <= 1.15x open/read/close floor", CORE_COLD, COLD_FLOOR, "ratio", 1.15
+        ),
+        Target(
+            "cold, 2 threads <= 0.7x that 1-thread floor",
+            CORE_COLD2,
+            COLD_FLOOR,
+            "ratio",
+            0.7,
+            unmeasurable=two,
+        ),
+        Target("warm sampling <= 1.15x pread floor", CORE_WARM, WARM_FLOOR, "ratio", 1.15),
+        Target("sampler memory <= 4 KiB per cgroup", SAMPLER_MEMORY, "", "value", 4.0),
+        Target("as_dicts <= 1.5x the C read", AS_DICTS, CORE_COLD, "ratio", 1.5),
+        Target("summary JSON <= 1.5x the C read", SUMMARY, CORE_COLD, "ratio", 1.5),
+        Target(">= 5x faster than naive Python, cold", CORE_COLD, NAIVE, "speedup", 5),
+    ]
+    if any(c.name == CGGET for c in cs):
+        result.targets += [
+            Target(
+                ">= 100x faster than cgget (one process), cold", CORE_COLD, CGGET, "speedup", 100
+            ),
+            Target(
+                ">= 100x faster than cgget per cgroup, cold", CORE_COLD, CGGET_EACH, "speedup", 100
+            ),
+        ]
+    result.notes.append(f"{idle:.1f} of {os.cpu_count()} CPUs idle just before the rounds")
+    for s in samplers:
+        s.close()
+    reader.close()
+    for r in roots:
+        r.close()
+    return result
