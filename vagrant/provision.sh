@@ -155,8 +155,11 @@ install_cgalloc() {
 	if [[ -d $src/vagrant/wheelhouse ]]; then
 		wheels=(--no-index --find-links "$src/vagrant/wheelhouse")
 	fi
-	# Editable: the benchmarks run from the checkout and must import the built C core.
-	"$venv/bin/pip" install -q "${wheels[@]}" -e "$src[test]" || return 1
+	# Editable: the benchmarks run from the checkout and must import the built C core. Only
+	# what the node and the bench need (not the linters), and no byte-compiling of every
+	# dependency up front: under software emulation each costs minutes.
+	"$venv/bin/pip" install -q --no-compile "${wheels[@]}" -e "$src" pytest pytest-benchmark ||
+		return 1
 	ln -sf "$venv/bin/cgalloc" /usr/local/bin/cgalloc
 	# The C core must have been built: the pure-Python fallback would skew every benchmark.
 	"$venv/bin/python" -c 'import sys, cgalloc.core as c; print(c.IMPLEMENTATION); sys.exit(c.IMPLEMENTATION != "native")'
