@@ -1,0 +1,273 @@
+#!/usr/bin/env bash
+# Provision a node with cgalloc and prove it on this node's real systemd and cgroup hierarchy.
+#
+#   provision.sh MACHINE v1|v2      (as root; the Vagrantfile runs it on every machine)
+#
+# This is the script an operator adapts for their own nodes: install cgalloc from a checkout
+# (wheels carried in when the node has no registry), then for each cgroup driver set up the
+# Node Allocatable tree with real reserved slices and check every promise cgalloc makes. It stops
+# at the first deviation and always writes RESULTS/provision.json (every step, its exit status,
+# its output on failure), then runs the benchmarks (bench.json, bench.txt).
+#
+# Environment: CGALLOC_SRC (checkout, /cgalloc), CGALLOC_VENV (/opt/cgalloc), CGALLOC_RESULTS
+# (/var/lib/cgalloc-provision/MACHINE), CGALLOC_BENCH=full|ci|none (full), CGALLOC_BENCH_PODS.
+set -uo pipefail
+
+machine=${1:?usage: provision.sh MACHINE v1|v2}
+want=${2:?usage: provision.sh MACHINE v1|v2}
+src=${CGALLOC_SRC:-/cgalloc}
+venv=${CGALLOC_VENV:-/opt/cgalloc}
+results=${CGALLOC_RESULTS:-/var/lib/cgalloc-provision/$machine}
+bench_mode=${CGALLOC_BENCH:-full}
+cg=/sys/fs/cgroup
+work=$(mktemp -d /var/tmp/cgalloc-provision.XXXXXX)
+steps=$work/steps.tsv
+: >"$steps"
+started=$(date +%s)
+
+# Node inputs shared by both drivers: the VM's own capacity, real reservations.
+node=(--kube-reserved cpu=500m,memory=200Mi,pid=1000 --system-reserved cpu=500m,memory=256Mi
+	--enforce pods,kube-reserved,system-reserved --system-reserved-cgroup /system.slice)
+
+mkdir -p "$results"
+rm -f "$results"/provision.json "$results"/bench.json "$results"/bench.txt
+
+write_result() {
+	local status=$1
+	python3 - "$steps" "$results/provision.json" "$machine" "$want" "$status" \
+		"$(($(date +%s) - started))" <<'EOF'
+import json, os, platform, subprocess, sys
+
+steps_file, out, machine, want, status, seconds = sys.argv[1:]
+steps = []
+with open(steps_file) as f:
+    for line in f:
+        name, ok, rc, secs, detail = line.rstrip("\n").split("\t", 4)
+        steps.append({"step": name, "ok": ok == "1", "rc": int(rc), "seconds": float(secs),
+                      "detail": bytes(detail, "utf-8").decode("unicode_escape")})
+fs = subprocess.run(["stat", "-fc", "%T", "/sys/fs/cgroup"], capture_output=True, text=True)
+systemd = subprocess.run(["systemctl", "--version"], capture_output=True, text=True)
+doc = {
+    "machine": machine,
+    "expected_hierarchy": want,
+    "cgroupfs_type": fs.stdout.strip(),
+    "kernel": platform.release(),
+    "systemd": systemd.stdout.split("\n")[0],
+    "pid1": os.readlink("/proc/1/exe"),
+    "cpus": os.cpu_count(),
+    "status": status,
+    "passed": sum(s["ok"] for s in steps),
+    "failed": sum(not s["ok"] for s in steps),
+    "seconds": int(seconds),
+    "steps": steps,
+}
+with open(out, "w") as f:
+    json.dump(doc, f, indent=1)
+EOF
+}
+
+fail() {
+	echo "PROVISION FAILED on $machine: $*" >&2
+	write_result failed
+	exit 1
+}
+
+# step NAME EXPECTED_RC CMD...: run CMD, record it, stop everything on an unexpected exit status.
+step() {
+	local name=$1 expect=$2
+	shift 2
+	local t0 t1 rc detail=""
+	t0=$(date +%s%N)
+	"$@" >"$work/out" 2>&1
+	rc=$?
+	t1=$(date +%s%N)
+	local ok=1
+	if [[ $rc -ne $expect ]]; then
+		ok=0
+		detail=$(tail -n 40 "$work/out" | python3 -c 'import sys; print(sys.stdin.read().encode("unicode_escape").decode())')
+	fi
+	printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$ok" "$rc" "$(((t1 - t0) / 1000000))e-3" "$detail" >>"$steps"
+	if [[ $ok -eq 1 ]]; then
+		echo "ok   $name"
+	else
+		echo "FAIL $name: exit $rc, expected $expect" >&2
+		cat "$work/out" >&2
+		fail "$name"
+	fi
+}
+
+# A check is a step whose command is a shell snippet that must succeed.
+check() {
+	local name=$1
+	shift
+	step "$name" 0 bash -c "$*"
+}
+
+# What teardown must leave as it was: every cgroup directory except per-service/scope/session
+# ones (they come and go with the daemons), the v2 root's enabled controllers, systemd's slice
+# units and system.slice's limits as systemd and as the kernel see them.
+snapshot() {
+	find "$cg" -mindepth 1 -type d -not -path '*/user.slice/*' \
+		-not -name '*.service' -not -name '*.scope' -not -name '*.mount' -not -name '*.socket' \
+		-not -path '*.service/*' -not -path '*.scope/*' -printf '%P\n' | sort
+	[[ -f $cg/cgroup.subtree_control ]] && echo "root subtree_control: $(cat "$cg/cgroup.subtree_control")"
+	systemctl list-units --all --plain --no-legend --no-pager '*.slice' | awk '{print "unit", $1, $3, $4}' | sort
+	systemctl show system.slice -p MemoryMax -p MemoryLimit -p CPUWeight -p CPUShares -p TasksMax \
+		-p CPUQuotaPerSecUSec -p AllowedCPUs
+	local f
+	for f in system.slice/memory.max system.slice/cpu.weight system.slice/pids.max \
+		memory/system.slice/memory.limit_in_bytes cpu,cpuacct/system.slice/cpu.shares \
+		pids/system.slice/pids.max; do
+		[[ -f $cg/$f ]] && echo "$f: $(cat "$cg/$f")"
+	done
+	return 0
+}
+
+# Teardown must restore the snapshot; systemd collects stopped transient units asynchronously.
+same_as_before() {
+	local i
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		snapshot >"$work/after"
+		cmp -s "$work/before" "$work/after" && return 0
+		sleep 1
+	done
+	diff -u "$work/before" "$work/after"
+	return 1
+}
+
+hierarchy() {
+	case $(stat -fc %T "$cg") in
+	cgroup2fs) echo v2 ;;
+	tmpfs) echo v1 ;;
+	*) echo unknown ;;
+	esac
+}
+
+install_cgalloc() {
+	export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
+	# A laptop box (debian/bookworm64) lacks the build tools; the CI box has them and no network.
+	if ! dpkg-query -W python3-venv python3-dev gcc cgroup-tools >/dev/null 2>&1; then
+		apt-get update -q && apt-get install -y -q --no-install-recommends \
+			python3-venv python3-dev gcc libc6-dev cgroup-tools || return 1
+	fi
+	[[ -x $venv/bin/python ]] || python3 -m venv "$venv" || return 1
+	local wheels=()
+	if [[ -d $src/vagrant/wheelhouse ]]; then
+		wheels=(--no-index --find-links "$src/vagrant/wheelhouse")
+	fi
+	# Editable: the benchmarks run from the checkout and must import the built C core. Only
+	# what the node and the bench need (not the linters), and no byte-compiling of every
+	# dependency up front: under software emulation each costs minutes.
+	"$venv/bin/pip" install -q --no-compile "${wheels[@]}" -e "$src" pytest pytest-benchmark ||
+		return 1
+	ln -sf "$venv/bin/cgalloc" /usr/local/bin/cgalloc
+	# The C core must have been built: the pure-Python fallback would skew every benchmark.
+	"$venv/bin/python" -c 'import sys, cgalloc.core as c; print(c.IMPLEMENTATION); sys.exit(c.IMPLEMENTATION != "native")'
+}
+
+# A path's directory for a controller: on v1 one hierarchy per controller, on v2 the one tree.
+ctl() {
+	local controller=$1 path=$2
+	if [[ $(hierarchy) == v2 ]]; then
+		echo "$cg/$path"
+	else
+		echo "$cg/$controller/$path"
+	fi
+}
+
+# The whole cycle for one cgroup driver.
+driver_cycle() {
+	local driver=$1 kube kubepods state=$work/state-$1
+	if [[ $driver == systemd ]]; then
+		kube=/kube.slice kubepods=kubepods.slice
+	else
+		kube=/kube-reserved kubepods=kubepods
+	fi
+	local args=("${node[@]}" --cgroup-driver "$driver" --kube-reserved-cgroup "$kube")
+	local v
+	v=$(hierarchy)
+	local cpuctl=cpu,cpuacct shares=cpu.shares drifted=3
+	if [[ $v == v2 ]]; then
+		shares=cpu.weight drifted=3
+	fi
+
+	snapshot >"$work/before"
+	step "$driver: setup" 0 cgalloc setup "${args[@]}" --state-dir "$state"
+	step "$driver: verify in sync" 0 cgalloc verify "${args[@]}"
+	step "$driver: re-run writes nothing" 0 bash -c \
+		"cgalloc setup ${args[*]} --state-dir $state -o json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d[\"writes\"]); sys.exit(d[\"writes\"] != 0)'"
+	check "$driver: kubepods memory limit on the kernel" \
+		"test \"\$(cat $(ctl memory $kubepods)/memory.$([[ $v == v2 ]] && echo max || echo limit_in_bytes))\" != max"
+	check "$driver: system.slice memory limit on the kernel" \
+		"grep -qx $((256 << 20)) $(ctl memory system.slice)/memory.$([[ $v == v2 ]] && echo max || echo limit_in_bytes)"
+	check "$driver: kube-reserved pids limit on the kernel" "grep -qx 1000 $(ctl pids "${kube#/}")/pids.max"
+	if [[ $v == v1 ]]; then
+		# systemd (252) does not manage cpuset or hugetlb on v1: cgalloc writes them on cgroupfs.
+		check "$driver: v1 cpuset written on cgroupfs" \
+			"test -n \"\$(cat $cg/cpuset/$kubepods/cpuset.cpus)\" && test -n \"\$(cat $cg/cpuset/$kubepods/cpuset.mems)\""
+		check "$driver: v1 hugetlb limit written on cgroupfs" \
+			"cat $cg/hugetlb/$kubepods/hugetlb.2MB.limit_in_bytes; test \"\$(cat $cg/hugetlb/$kubepods/hugetlb.2MB.limit_in_bytes)\" != \"\$(cat $cg/hugetlb/hugetlb.2MB.limit_in_bytes 2>/dev/null || echo 9223372036854771712)\""
+	fi
+	if [[ $driver == systemd ]]; then
+		check "systemd: slices are active transient units" \
+			"for u in kubepods.slice kubepods-burstable.slice kubepods-besteffort.slice kube.slice; do
+			   systemctl is-active -q \$u && test \"\$(systemctl show \$u -p Transient --value)\" = yes || { echo \$u; exit 1; }; done"
+		check "systemd: system.slice limit is systemd's property" \
+			"systemctl show system.slice -p MemoryMax -p MemoryLimit | grep -qx 'Memory\(Max\|Limit\)=$((256 << 20))'"
+	fi
+	# systemd re-applies what it knows on daemon-reload; the systemd driver's limits are unit
+	# properties, so they must survive it. The cgroupfs driver's writes to system.slice may not:
+	# that is why the kubelet's docs pair a systemd host with the systemd driver.
+	if [[ $driver == systemd ]]; then
+		step "systemd: daemon-reload" 0 systemctl daemon-reload
+		step "systemd: limits kept across daemon-reload (verify)" 0 cgalloc verify "${args[@]}"
+	fi
+	local target
+	target=$(ctl "$cpuctl" "$kubepods")/$shares
+	[[ $v == v2 ]] && target=$cg/$kubepods/$shares
+	step "$driver: drift ($target = $drifted)" 0 bash -c "echo $drifted > $target"
+	step "$driver: verify reports the drift" 1 cgalloc verify "${args[@]}"
+	step "$driver: setup repairs the drift" 0 cgalloc setup "${args[@]}" --state-dir "$state"
+	step "$driver: verify in sync again" 0 cgalloc verify "${args[@]}"
+	step "$driver: stats -o json" 0 bash -c \
+		"cgalloc stats ${args[*]} -o json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d, d'"
+	step "$driver: kubelet-config" 0 bash -c \
+		"cgalloc kubelet-config ${args[*]} | tee /dev/stderr | grep -q 'cgroupDriver: $driver'"
+	step "$driver: teardown" 0 cgalloc teardown --state-dir "$state"
+	step "$driver: tree and systemd's view as before" 0 same_as_before
+}
+
+# The one place the benchmarks are called (bench.json: pytest-benchmark's, bench.txt: tables).
+run_bench() {
+	local select=() pods=${CGALLOC_BENCH_PODS:-1000} rounds=3
+	case $bench_mode in
+	none) return 0 ;;
+	ci)
+		# Under software emulation (TCG) the per-cgroup process contenders take minutes each:
+		# in CI keep cgalloc, the cold shell script and the fast readers; one round.
+		rounds=1
+		select=(-k "not libcgroup and not shell_rerun and not cgget and not naive and not pure_core")
+		;;
+	esac
+	cd "$src" || return 1
+	env CGALLOC_BENCH_REAL=1 CGALLOC_BENCH_PODS="$pods" CGALLOC_BENCH_ROUNDS="$rounds" \
+		"$venv/bin/python" -m bench "${select[@]}" --benchmark-json="$results/bench.json" \
+		>"$results/bench.txt" 2>&1
+	local rc=$?
+	cd - >/dev/null || true
+	tail -n 60 "$results/bench.txt"
+	return $rc
+}
+
+echo "== provisioning $machine (expects cgroup $want)"
+step "systemd is PID 1" 0 bash -c 'readlink /proc/1/exe | grep -q systemd'
+step "cgroup hierarchy is $want" 0 bash -c "test \"$(hierarchy)\" = $want"
+step "install cgalloc from $src" 0 install_cgalloc
+for driver in cgroupfs systemd; do
+	driver_cycle "$driver"
+done
+write_result benchmarking # the checks are in even if the bench is stopped
+step "benchmarks ($bench_mode)" 0 run_bench
+write_result passed
+rm -rf "$work"
+echo "PROVISION PASSED on $machine: $(wc -l <"$steps") steps"
