@@ -453,6 +453,7 @@ def require_no_refusals(plan: Plan, force: bool) -> None:
 
 # ---------------------------------------------------------------- from node inputs
 
+
 def node_plan(
     cfg,
     capacity,

@@ -5,7 +5,7 @@ Pure: no I/O. Each function names the upstream code it follows:
 - API defaulting (``pkg/apis/core/v1/defaults.go`` ``SetDefaults_Pod``, ``defaultPodRequests``):
   a container's missing requests default to its limits; pod-level requests default to the
   containers' aggregate, then to pod-level limits.
-- QoS (``pkg/apis/core/v1/helper/qos`` ``GetPodQOS`` / ``ComputePodQOS`` / ``resourceQOS``).
+- QoS (``pkg/apis/core/v1/helper/qos`` ``GetPodQOS`` / ``ComputePodQOS``).
 - Requests and limits (``k8s.io/component-helpers/resource`` ``PodRequests`` / ``PodLimits``):
   max of each init container (plus the sidecars started before it) against the sum of regular
   containers and sidecars; pod-level values replace the aggregate; overhead is added.
@@ -123,37 +123,36 @@ def with_defaults(pod: Pod, pod_level_resources: bool) -> Pod:
 # ---------------------------------------------------------------- QoS
 
 
-def resource_qos(requests: Mapping[str, Quantity], limits: Mapping[str, Quantity]) -> str:
-    """``resourceQOS``: the class of one set of requirements (cpu and memory only)."""
-    if not requests and not limits:
-        return BESTEFFORT
-    qos = ""
-    for name in QOS_COMPUTE:
-        req, lim = requests.get(name, ZERO), limits.get(name, ZERO)
-        if req != lim:
-            return BURSTABLE
-        best_effort = not req and not lim
-        if not qos:
-            qos = BESTEFFORT if best_effort else GUARANTEED
-        elif best_effort != (qos == BESTEFFORT):
-            return BURSTABLE
-    return qos
+def _positive(into: ResourceList, rl: Mapping[str, Quantity]) -> set[str]:
+    """Add the positive cpu/memory quantities of ``rl`` into ``into``; the names added."""
+    found = set()
+    for name, q in rl.items():
+        if name in QOS_COMPUTE and q > ZERO:
+            into[name] = into[name] + q if name in into else q
+            found.add(name)
+    return found
 
 
 def compute_qos(pod: Pod, pod_level_resources: bool) -> str:
-    """``ComputePodQOS``: pod-level resources decide when the gate is on and they are present."""
+    """``ComputePodQOS``: sums of positive cpu/memory requests and limits; Guaranteed when every
+    container (or the pod-level resources, with the gate) limits both and the sums match."""
+    requests: ResourceList = {}
+    limits: ResourceList = {}
+    guaranteed = True
     if pod_level_resources and pod.has_pod_resources:
-        return resource_qos(pod.pod_requests or {}, pod.pod_limits or {})
-    qos = ""
-    for c in (*pod.init_containers, *pod.containers):
-        one = resource_qos(c.requests, c.limits)
-        if one == BURSTABLE:
-            return BURSTABLE
-        if not qos:
-            qos = one
-        elif qos != one:
-            return BURSTABLE
-    return qos or BESTEFFORT
+        _positive(requests, pod.pod_requests or {})
+        if pod.pod_limits:
+            found = _positive(limits, pod.pod_limits)
+            guaranteed = set(QOS_COMPUTE) <= found
+    else:
+        for c in (*pod.containers, *pod.init_containers):
+            _positive(requests, c.requests)
+            if not set(QOS_COMPUTE) <= _positive(limits, c.limits):
+                guaranteed = False
+    if not requests and not limits:
+        return BESTEFFORT
+    matched = all(limits.get(n) == q for n, q in requests.items())
+    return GUARANTEED if guaranteed and matched and len(requests) == len(limits) else BURSTABLE
 
 
 def get_qos(pod: Pod, pod_level_resources: bool) -> str:
