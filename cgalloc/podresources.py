@@ -71,7 +71,7 @@ def _add(into: ResourceList, other: Mapping[str, Quantity]) -> None:
 
 def _max(into: ResourceList, other: Mapping[str, Quantity]) -> None:
     for name, q in other.items():
-        if name not in into or q > into[name]:
+        if name not in into or q.nanos > into[name].nanos:
             into[name] = q
 
 
@@ -127,7 +127,7 @@ def _positive(into: ResourceList, rl: Mapping[str, Quantity]) -> set[str]:
     """Add the positive cpu/memory quantities of ``rl`` into ``into``; the names added."""
     found = set()
     for name, q in rl.items():
-        if name in QOS_COMPUTE and q > ZERO:
+        if name in QOS_COMPUTE and q.nanos > 0:
             into[name] = into[name] + q if name in into else q
             found.add(name)
     return found

@@ -15,6 +15,7 @@ outside the kubelet; its mirror pod's ``kubernetes.io/config.hash`` annotation h
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -45,6 +46,10 @@ FORM = (
 _UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
 # Resource names a pod may hold (others, e.g. extended resources, do not touch the cgroup).
 _NAME = re.compile(r"^([A-Za-z0-9.-]+/)?[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
+
+
+# Manifests repeat the same few quantities; Quantity is immutable, so parse each text once.
+_parse_quantity = functools.lru_cache(maxsize=4096)(Quantity.parse)
 
 
 def _json_or_yaml(text: str, field: str) -> list[object]:
@@ -84,7 +89,7 @@ def _resource_list(value: object, where: str, key: str, problems: _Problems) -> 
             problems.add(where, f"{key}.{name} {raw!r} is not a quantity such as 500m or 1Gi.")
             continue
         try:
-            q = Quantity.parse(str(raw))
+            q = _parse_quantity(str(raw))
         except QuantityError:
             problems.add(where, f"{key}.{name} {raw!r} is not a quantity such as 500m or 1Gi.")
             continue
