@@ -141,7 +141,7 @@ FIELDS = (
         "cpuCFSQuotaPeriod",
         "cpu-cfs-quota-period",
         "str",
-        "a duration such as 100ms, from 1us to 1s",
+        "a duration such as 100ms, from 1ms to 1s",
     ),
     Field("staticPodPath", "pod-manifest-path", "str", "a directory or file path"),
     Field(None, "experimental-allocatable-ignore-eviction", "bool", "true or false"),
@@ -704,15 +704,15 @@ def _cfs_period(
         problems.append(f'{f.label}: time: invalid duration "{text}"; use {f.form}.')
         return DEFAULT_CFS_PERIOD_US
     custom = gates.get("CPUCFSQuotaPeriod", gates.get("AllAlpha", False))
-    shown = go_duration(nanos)
+    shown = "{" + go_duration(nanos) + "}"  # %v of a metav1.Duration
     if not custom and nanos != DEFAULT_CFS_PERIOD_US * 1000:
         problems.append(
             f"invalid configuration: {f.label} {shown} requires feature gate"
             " CustomCPUCFSQuotaPeriod; enable CPUCFSQuotaPeriod in featureGates or use 100ms."
         )
-    elif custom and not 1000 <= nanos <= 10**9:
+    elif custom and not 10**6 <= nanos <= 10**9:
         problems.append(
-            f"invalid configuration: {f.label} {shown} must be between 1usec and 1sec, inclusive."
+            f"invalid configuration: {f.label} {shown} must be between 1ms and 1sec, inclusive."
         )
     return nanos // 1000
 
