@@ -34,7 +34,7 @@ NODE = [
 ]
 
 
-def pod(uid: str, *containers: dict, inits: tuple[dict, ...] = ()) -> dict:
+def manifest(uid: str, *containers: dict, inits: tuple[dict, ...] = ()) -> dict:
     """A v1 Pod manifest; each container is a ``resources`` mapping."""
     spec: dict = {
         "containers": [{"name": f"c{i}", "resources": r} for i, r in enumerate(containers)]
@@ -106,7 +106,7 @@ def run_in(path: str, code: str, timeout: float = 60) -> subprocess.CompletedPro
 
 def test_memory_over_kubepods_limit_is_oom_killed(tmp_path):
     pod = "kubepods/besteffort/podoom"
-    with node(tmp_path, pods=[pod("oom", {})]):
+    with node(tmp_path, pods=[manifest("oom", {})]):
         limit = read(
             ctrl_dir("memory", "kubepods") / ("memory.max" if is_v2() else "memory.limit_in_bytes")
         )
@@ -119,7 +119,7 @@ def test_memory_over_kubepods_limit_is_oom_killed(tmp_path):
 
 def test_pod_cpu_limit_throttles(tmp_path):
     pod = "kubepods/burstable/podcpu"
-    spec = pod("cpu", {"requests": {"cpu": "100m"}, "limits": {"cpu": "100m"}})
+    spec = manifest("cpu", {"requests": {"cpu": "100m"}, "limits": {"cpu": "100m"}})
     with node(tmp_path, pods=[spec]):
         if is_v2():
             assert read(CGROUP_ROOT / pod / "cpu.max") == "10000 100000"
@@ -147,7 +147,7 @@ def test_guaranteed_pod_from_a_manifest_gets_its_limits_and_they_bite(tmp_path):
         "requests": {"cpu": "200m", "memory": "64Mi"},
         "limits": {"cpu": "200m", "memory": "64Mi"},
     }
-    with node(tmp_path, pods=[pod("gua", res)]):
+    with node(tmp_path, pods=[manifest("gua", res)]):
         assert read(ctrl_dir("memory", path) / limit_file("memory")) == str(64 << 20)
         # MilliCPUToShares(200) = 204 → kubelet weight 1 + 202·9999/262142 = 8
         assert read(ctrl_dir("cpu", path) / limit_file("shares")) == ("8" if is_v2() else "204")
@@ -176,7 +176,7 @@ def test_burstable_pod_with_init_and_sidecar_from_a_manifest(tmp_path):
         },
     }
     init = {"resources": {"requests": {"cpu": "300m"}, "limits": {"cpu": "300m"}}}
-    with node(tmp_path, pods=[pod("bur", app, inits=(sidecar, init))]):
+    with node(tmp_path, pods=[manifest("bur", app, inits=(sidecar, init))]):
         assert read(ctrl_dir("memory", path) / limit_file("memory")) == str(150 << 20)
         # requests max(150m, 300m + 50m) = 350m → 358 shares → weight 14
         assert read(ctrl_dir("cpu", path) / limit_file("shares")) == ("14" if is_v2() else "358")
@@ -193,7 +193,7 @@ def test_burstable_pod_with_init_and_sidecar_from_a_manifest(tmp_path):
 
 def test_pod_pids_limit_stops_forks(tmp_path):
     pod = "kubepods/besteffort/podpids"
-    with node(tmp_path, "--pod-max-pids", "5", pods=[pod("pids", {})]):
+    with node(tmp_path, "--pod-max-pids", "5", pods=[manifest("pids", {})]):
         assert read(ctrl_dir("pids", pod) / "pids.max") == "5"
         forker = (
             "import os, time\nn = 0\ntry:\n    for _ in range(20):\n"
@@ -210,7 +210,7 @@ def test_reserved_cpus_confine_pods(tmp_path):
     pod = "kubepods/besteffort/podcpus"
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs 2 CPUs in the VM")
-    with node(tmp_path, "--reserved-cpus", "0", pods=[pod("cpus", {})]):
+    with node(tmp_path, "--reserved-cpus", "0", pods=[manifest("cpus", {})]):
         assert read(ctrl_dir("cpuset", "kubepods") / "cpuset.cpus") == "1"
         done = run_in(pod, "import os; print(sorted(os.sched_getaffinity(0)))")
         assert done.stdout.strip() == "[1]"
