@@ -403,9 +403,13 @@ def _pod_tree(
     add(tiers[BESTEFFORT], "qos", besteffort)
 
     for pod in pods:
-        parent = tiers.get(pod.qos, kubepods)
-        try:
-            name = parent.child(POD_PREFIX + pod.uid)
-        except CgroupNameError as err:
-            raise ValueError(f"pod {pod.name} uid {pod.uid!r}: {err}") from None
-        add(name, "pod", pod_limits(pod, sizes))
+        add(pod_name(kubepods, pod), "pod", pod_limits(pod, sizes))
+
+
+def pod_name(kubepods: CgroupName, pod: PodCgroup) -> CgroupName:
+    """pod_container_manager: NewCgroupName(QoS parent, "pod"+UID); Guaranteed → kubepods."""
+    parent = kubepods if pod.qos == GUARANTEED else kubepods.child(pod.qos.lower())
+    try:
+        return parent.child(POD_PREFIX + pod.uid)
+    except CgroupNameError as err:
+        raise ValueError(f"pod {pod.name} uid {pod.uid!r}: {err}") from None

@@ -296,3 +296,26 @@ def test_kubelet_config_carries_the_pod_inputs_and_loads_back(capsys, tmp_path):
     assert (cfg.cpu_cfs_quota, cfg.cpu_cfs_quota_period) == (False, 50000)
     assert cfg.static_pod_path == "/etc/kubernetes/manifests"
     assert cfg.qos_reserved == {"memory": 50}
+
+
+def test_show_lists_each_pods_class_cgroup_and_values(capsys):
+    # The same values as setup writes (ResourceConfigForPod), shown without touching cgroups.
+    cap = ["--capacity", "cpu=4,memory=8Gi,pid=4096,ephemeral-storage=10Gi"]
+    code, out, _ = run_cli(
+        capsys, "show", *cap, "--cgroup-driver", "systemd", "--pods", str(SHAPES), "-o", "json"
+    )
+    assert code == 0
+    pods = {p["pod"]: p for p in json.loads(out)["pods"]}
+    assert pods["shapes/sidecar"] == {
+        "pod": "shapes/sidecar",
+        "qos": "Burstable",
+        "cgroup": "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
+        + UID(3).replace("-", "_")
+        + ".slice",
+        "cpuShares": "153",
+        "cpuQuota": "30000/100000",
+        "memory": str(150 * MI),
+    }
+    assert pods["shapes/besteffort"]["cpuQuota"] == "-"
+    code, out, _ = run_cli(capsys, "show", *cap, "--pods", str(SHAPES))
+    assert "  shapes/missing-limits   Burstable   /kubepods/burstable/pod" in out
