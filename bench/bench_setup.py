@@ -91,15 +91,22 @@ KERNEL = TimedKernel()
 
 
 def _pods_file(directory: Path) -> Path:
-    pods = []
+    """A PodList as ``kubectl get pods -o json`` gives it, cycling through the QoS classes."""
+    resources = {
+        "burstable": {"requests": {"cpu": "100m"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
+        "besteffort": {},
+        "guaranteed": {"limits": {"cpu": "200m", "memory": "128Mi"}},
+    }
+    items = []
     for i in range(PODS):
-        qos = QOS[i % 3]
-        pod = {"uid": f"{i:08d}-0000-4000-8000-{i:012d}", "qos": qos}
-        if qos != "besteffort":
-            pod |= {"cpuRequest": "100m", "cpuLimit": "200m", "memoryLimit": "128Mi"}
-        if qos == "guaranteed":
-            pod |= {"cpuRequest": "200m", "memoryRequest": "128Mi"}
-        pods.append(pod)
+        uid = f"{i:08d}-0000-4000-8000-{i:012d}"
+        items.append({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"pod-{i}", "namespace": "bench", "uid": uid},
+            "spec": {"containers": [{"name": "app", "resources": resources[QOS[i % 3]]}]},
+        })  # fmt: skip
+    pods = {"apiVersion": "v1", "kind": "List", "items": items}
     path = directory / "pods.json"
     path.write_text(json.dumps(pods))
     return path

@@ -163,7 +163,7 @@ def required_controllers(limits: Limits) -> frozenset[str]:
     needed = set()
     if limits.cpu_shares or limits.cpu_quota or limits.cpu_period:
         needed.add("cpu")
-    if limits.memory:
+    if limits.memory or limits.memory_min is not None or limits.memory_low is not None:
         needed.add("memory")
     if limits.pids:
         needed.add("pids")
@@ -194,6 +194,10 @@ def limit_files(
             out.append(("memory", "memory.max", _max_or(limits.memory)))
         else:
             out.append(("memory", "memory.limit_in_bytes", str(max(limits.memory, -1))))
+    if v2:  # Unified settings; v1 has no counterpart (the kubelet's MemoryQoS is v2-only)
+        for file, value in (("memory.min", limits.memory_min), ("memory.low", limits.memory_low)):
+            if value is not None:
+                out.append(("memory", file, str(value)))
     if v2:
         if limits.cpu_shares:
             weight = shares_to_weight(limits.cpu_shares, weight_formula)
@@ -236,6 +240,8 @@ def parse_limit_value(filename: str, text: str) -> int | str | tuple[int, int | 
     if filename == "cpu.max":
         quota, _, period = text.partition(" ")
         return _int_or_max(quota), int(period) if period else None
+    if filename in ("memory.min", "memory.low"):
+        return _int_or_max(text)
     if filename in ("memory.max", "pids.max") or (
         filename.startswith("hugetlb.") and filename.endswith(".max")
     ):

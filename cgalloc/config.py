@@ -13,9 +13,11 @@ Pure apart from reading the named files.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from cgalloc import features
 from cgalloc.capacity import CPUSET_FORM, MAX_CPU_ID, parse_cpuset
 from cgalloc.capacity import online_cpus as host_online_cpus
 from cgalloc.errors import InputError
@@ -59,6 +61,10 @@ DRIVERS = ("cgroupfs", "systemd")
 DEFAULT_ROOT_DIR = "/var/lib/kubelet"
 MERGE_DEFAULT_EVICTION = "mergeDefaultEvictionSettings"
 ENFORCE_LABEL = "enforceNodeAllocatable (--enforce-node-allocatable)"
+# The kubelet minor cgalloc matches by default. The i7-node branch owns versions.py and
+# --kubelet-version; this plain field keeps the feature-gate defaults working until the merge.
+DEFAULT_KUBELET_VERSION = "1.37"
+DEFAULT_CFS_PERIOD_US = 100000  # cpuCFSQuotaPeriod's default, 100ms
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,12 @@ class NodeConfig:
     pod_max_pids: int = -1
     root_dir: str = DEFAULT_ROOT_DIR
     capacity_overrides: ResourceList = field(default_factory=dict)
+    # pod-level inputs (issue 7): feature gates, CFS quota, the static pod directory
+    feature_gates: dict[str, bool] = field(default_factory=dict)
+    cpu_cfs_quota: bool = True
+    cpu_cfs_quota_period: int = DEFAULT_CFS_PERIOD_US  # µs
+    static_pod_path: str = ""
+    kubelet_version: str = DEFAULT_KUBELET_VERSION  # i7-node: versions.py decides the default
 
 
 @dataclass(frozen=True)
@@ -88,7 +100,7 @@ class Field:
 
     config: str | None
     flag: str
-    kind: str  # "map" | "pairs" | "list" | "str" | "bool" | "int"
+    kind: str  # "map" | "pairs" | "gates" | "list" | "str" | "bool" | "int"
     form: str
 
     @property
@@ -122,6 +134,15 @@ FIELDS = (
     Field("reservedSystemCPUs", "reserved-cpus", "str", CPUSET_FORM),
     Field("qosReserved", "qos-reserved", "map", "memory=N% with an integer N from 0 to 100"),
     Field("podPidsLimit", "pod-max-pids", "int", "an integer, -1 for unlimited"),
+    Field("featureGates", "feature-gates", "gates", features.FORM),
+    Field("cpuCFSQuota", "cpu-cfs-quota", "bool", "true or false"),
+    Field(
+        "cpuCFSQuotaPeriod",
+        "cpu-cfs-quota-period",
+        "str",
+        "a duration such as 100ms, from 1ms to 1s",
+    ),
+    Field("staticPodPath", "pod-manifest-path", "str", "a directory or file path"),
     Field(None, "experimental-allocatable-ignore-eviction", "bool", "true or false"),
     Field(None, "root-dir", "str", "an absolute directory path such as /var/lib/kubelet"),
     Field(
@@ -153,6 +174,10 @@ DEFAULTS: dict[str, object] = {
     "experimental-allocatable-ignore-eviction": False,
     "root-dir": DEFAULT_ROOT_DIR,
     "capacity": {},
+    "feature-gates": {},
+    "cpu-cfs-quota": True,
+    "cpu-cfs-quota-period": "100ms",
+    "pod-manifest-path": "",
 }
 
 # strconv.ParseBool's spellings
@@ -206,6 +231,13 @@ def _fold_flag(f: Field, occurrences: Sequence[str], problems: list[str]) -> obj
                 continue
             pairs[signal] = value
         return pairs
+    if f.kind == "gates":
+        gates: dict[str, bool] = {}
+        for text in occurrences:
+            problem = _parse_gates(text, gates)
+            if problem:
+                problems.append(f"{f.label}: {problem}; expected {f.form}.")
+        return gates
     if f.kind == "list":
         return [i.strip() for text in occurrences for i in text.split(",") if i.strip()]
     last = occurrences[-1]
@@ -222,6 +254,25 @@ def _fold_flag(f: Field, occurrences: Sequence[str], problems: list[str]) -> obj
             problems.append(f"{f.label}: {quote(last)} is not an integer; use {f.form}.")
             return None
     return last
+
+
+def _parse_gates(text: str, into: dict[str, bool]) -> str | None:
+    """component-base ``featureGate.Set``: "A=true,B=false" into ``into``; the kubelet's error."""
+    for item in text.split(","):
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep:
+            return f"missing bool value for {key}"
+        value = value.strip()
+        if value not in BOOL_WORDS:
+            return (
+                f"invalid value of {key}={value}, err: strconv.ParseBool:"
+                f' parsing "{value}": invalid syntax'
+            )
+        into[key] = BOOL_WORDS[value]
+    return None
 
 
 def flag_layer(
@@ -297,6 +348,11 @@ def _check_config_fields(doc: dict, path: str, problems: list[str]) -> None:
                 for k, v in value.items()
             )
             form = "a map of names to string values"
+        elif kind == "gates":
+            ok = isinstance(value, dict) and all(
+                isinstance(k, str) and isinstance(v, bool) for k, v in value.items()
+            )
+            form = "a map of gate names to true or false"
         elif kind == "list":
             ok = isinstance(value, list) and all(isinstance(i, str) for i in value)
             form = "a list of strings"
@@ -599,6 +655,74 @@ def _strings(values: Mapping[str, object], problems: list[str]) -> None:
         problems.append(f"{f.label}: {pids} is below -1; use {f.form}.")
 
 
+_DURATION_UNITS = {"ns": 1, "us": 1000, "µs": 1000, "μs": 1000, "ms": 10**6, "s": 10**9,
+                   "m": 60 * 10**9, "h": 3600 * 10**9}  # fmt: skip
+_DURATION = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def parse_duration(text: str) -> int:
+    """Go's ``time.ParseDuration`` in nanoseconds ("100ms", "1.5s", "1m30s"); ValueError."""
+    body = text[1:] if text[:1] in "+-" else text
+    if body == "0":
+        return 0
+    pos, total = 0, 0
+    while pos < len(body):
+        m = _DURATION.match(body, pos)
+        if not m:
+            raise ValueError(text)
+        number, unit = m.groups()
+        whole, _, frac = number.partition(".")
+        scale = _DURATION_UNITS[unit]
+        total += int(whole or 0) * scale + (int(frac) * scale // 10 ** len(frac) if frac else 0)
+        pos = m.end()
+    if not body:
+        raise ValueError(text)
+    return -total if text.startswith("-") else total
+
+
+def go_duration(nanos: int) -> str:
+    """``time.Duration.String`` for non-negative values below an hour ("50ms", "1.5s", "2m0s")."""
+    if nanos == 0:
+        return "0s"
+
+    def fixed(value: int, scale: int, unit: str) -> str:
+        whole, rest = divmod(value, scale)
+        frac = f"{rest:0{len(str(scale)) - 1}d}".rstrip("0") if rest else ""
+        return f"{whole}{'.' + frac if frac else ''}{unit}"
+
+    for unit, scale in (("ns", 1), ("µs", 10**3), ("ms", 10**6)):
+        if nanos < scale * 1000:
+            return fixed(nanos, scale, unit)
+    minutes, rest = divmod(nanos, 60 * 10**9)
+    seconds = fixed(rest, 10**9, "s")
+    return f"{minutes}m{seconds}" if minutes else seconds
+
+
+def _cfs_period(
+    values: Mapping[str, object], gates: Mapping[str, bool], problems: list[str]
+) -> int:
+    """cpuCFSQuotaPeriod in µs, with ``ValidateKubeletConfiguration``'s two rules."""
+    f = BY_FLAG["cpu-cfs-quota-period"]
+    text = str(values["cpu-cfs-quota-period"])
+    try:
+        nanos = parse_duration(text)
+    except ValueError:
+        problems.append(f'{f.label}: time: invalid duration "{text}"; use {f.form}.')
+        return DEFAULT_CFS_PERIOD_US
+    custom = gates.get("CPUCFSQuotaPeriod", gates.get("AllAlpha", False))
+    shown = "{" + go_duration(nanos) + "}"  # %v of a metav1.Duration
+    if not custom and nanos != DEFAULT_CFS_PERIOD_US * 1000:
+        problems.append(
+            f"invalid configuration: {f.label} {shown} requires feature gate"
+            " CustomCPUCFSQuotaPeriod; enable CPUCFSQuotaPeriod in featureGates or use 100ms."
+        )
+    elif custom and not 10**6 <= nanos <= 10**9:
+        problems.append(
+            f"invalid configuration: {f.label} {shown} must be between 1ms and 1sec, inclusive."
+        )
+    return nanos // 1000
+
+
 def build(
     values: Mapping[str, object],
     online_cpus: Callable[[], frozenset[int]],
@@ -622,6 +746,13 @@ def build(
     cpus = _reserved_cpus(values, overrides, online_cpus, problems)
     qos = _qos_reserved(mapping("qos-reserved"), problems)
     _strings(values, problems)
+    gates: dict[str, bool] = values["feature-gates"]  # type: ignore[assignment]
+    label = BY_FLAG["feature-gates"].label
+    version = str(values.get("kubelet-version", DEFAULT_KUBELET_VERSION))
+    problems += [
+        f"{label}: {p}; expected {features.FORM}." for p in features.check_gates(gates, version)
+    ]
+    period = _cfs_period(values, gates, problems)
     if problems:
         return None
     return NodeConfig(
@@ -640,6 +771,10 @@ def build(
         pod_max_pids=int(values["pod-max-pids"]),  # type: ignore[call-overload]
         root_dir=str(values["root-dir"]) or DEFAULT_ROOT_DIR,
         capacity_overrides=overrides,
+        feature_gates=dict(gates),
+        cpu_cfs_quota=bool(values["cpu-cfs-quota"]),
+        cpu_cfs_quota_period=period,
+        static_pod_path=str(values["pod-manifest-path"]),
     )
 
 

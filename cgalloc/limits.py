@@ -37,6 +37,9 @@ class Limits:
     cpuset_cpus: str | None = None
     cpuset_mems: str | None = None
     hugetlb: tuple[tuple[int, int], ...] = ()  # (page size bytes, limit bytes), sorted by size
+    # cgroup v2 only (the kubelet's ResourceConfig.Unified): MemoryQoS protection, or 0 to reset
+    memory_min: int | None = None
+    memory_low: int | None = None
 
 
 def milli_cpu_to_shares(milli_cpu: int) -> int:

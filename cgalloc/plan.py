@@ -25,9 +25,8 @@ from cgalloc.capacity import online_cpus, parse_cpuset
 from cgalloc.cgroupfs import controller_dirs, limit_files, parse_limit_value
 from cgalloc.errors import CgallocError, HostError, InputError
 from cgalloc.kernel_ranges import name_problem, value_problem
-from cgalloc.loading import load_yaml_documents, read_bounded
-from cgalloc.quantity import Quantity, QuantityError
-from cgalloc.tree import PodSpec, desired_tree
+from cgalloc.pods import pod_cgroups
+from cgalloc.tree import desired_tree
 
 # Controllers a node cannot be enforced without; others (cpuset, hugetlb) are skipped if absent.
 ESSENTIAL = ("cpu", "memory", "pids")
@@ -550,60 +549,6 @@ def require_no_refusals(plan: Plan, force: bool) -> None:
 
 # ---------------------------------------------------------------- from node inputs
 
-POD_FIELDS = ("uid", "qos", "cpuRequest", "cpuLimit", "memoryRequest", "memoryLimit")
-
-
-def load_pods(path: str) -> list:
-    """``--pods FILE``: a JSON or YAML list of {uid, qos, cpuRequest, cpuLimit, memoryRequest,
-    memoryLimit} (quantities as in a pod spec; missing limits mean none declared)."""
-    form = (
-        "a JSON or YAML list of {uid, qos (guaranteed|burstable|besteffort), cpuRequest, "
-        "cpuLimit, memoryRequest, memoryLimit}"
-    )
-    docs = load_yaml_documents(read_bounded(path, "--pods"), f"--pods {path}")
-    doc = docs[0] if len(docs) == 1 else None
-    if not isinstance(doc, list):
-        raise InputError(f"--pods {path} must hold {form}.")
-    problems: list[str] = []
-    pods = []
-    for i, item in enumerate(doc):
-        where = f"--pods {path}: pod {i + 1}"
-        if not isinstance(item, dict) or "uid" not in item or "qos" not in item:
-            problems.append(f"{where} must be a mapping with uid and qos; accepted: {form}.")
-            continue
-        unknown = sorted(set(item) - set(POD_FIELDS))
-        if unknown:
-            problems.append(f"{where} has unknown field(s) {', '.join(unknown)}; accepted: {form}.")
-            continue
-        values = {}
-        for key in ("cpuRequest", "cpuLimit", "memoryRequest", "memoryLimit"):
-            if item.get(key) is None:
-                continue
-            try:
-                q = Quantity.parse(str(item[key]))
-            except QuantityError:
-                problems.append(
-                    f"{where} {key} {item[key]!r} is not a quantity such as 500m or 1Gi."
-                )
-                continue
-            values[key] = q.milli_value() if key.startswith("cpu") else q.value()
-        try:
-            pods.append(
-                PodSpec(
-                    uid=str(item["uid"]),
-                    qos=str(item["qos"]).lower(),
-                    cpu_request_milli=values.get("cpuRequest", 0),
-                    cpu_limit_milli=values.get("cpuLimit"),
-                    memory_request=values.get("memoryRequest", 0),
-                    memory_limit=values.get("memoryLimit"),
-                )
-            )
-        except ValueError as exc:
-            problems.append(f"{where}: {exc}; accepted: {form}.")
-    if problems:
-        raise InputError(problems)
-    return pods
-
 
 def node_plan(
     cfg,
@@ -618,13 +563,17 @@ def node_plan(
 ) -> tuple[Plan, list]:
     """The plan for a NodeConfig and capacity: Allocatable → desired tree → diff.
 
+    ``pods`` are podresources.Pod objects (pods.load_pods); their cgroup values follow the
+    hierarchy's version (MemoryQoS is v2-only).
+
     Returns the plan and the desired cgroups.
     """
     alloc = compute(cfg, capacity)
     check_enforceable(alloc)
     online = online_cpus() if cfg.reserved_cpus else None
+    cgroups = pod_cgroups(pods, cfg, hierarchy.version == "v2")
     try:
-        desired = desired_tree(cfg, alloc, hierarchy, pods, online)
+        desired = desired_tree(cfg, alloc, hierarchy, cgroups, online)
     except ValueError as exc:  # a pod uid the driver cannot name
         raise InputError(f"--pods: {exc}.") from None
     p = build(

@@ -116,6 +116,8 @@ def unit_properties(files: dict[str, str], v2: bool) -> list[Property]:
 
     if v2:
         num("MemoryMax", "memory.max")
+        num("MemoryMin", "memory.min")  # MemoryQoS (runc maps unified memory.min/low the same)
+        num("MemoryLow", "memory.low")
         num("CPUWeight", "cpu.weight")
         if "cpu.max" in files:
             quota, period = parse_limit_value("cpu.max", files["cpu.max"])

@@ -15,17 +15,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from cgalloc import features
 from cgalloc.errors import InputError
 from cgalloc.limits import (
     HUGETLB_UNBOUNDED,
     MIN_SHARES,
-    QUOTA_PERIOD,
     Limits,
     format_cpuset,
     limits_from_resources,
-    milli_cpu_to_quota,
     milli_cpu_to_shares,
 )
+from cgalloc.podresources import BESTEFFORT, BURSTABLE, GUARANTEED, PodCgroup
 from cgalloc.resources import MEMORY, add, subtract_clamped
 
 if TYPE_CHECKING:
@@ -260,62 +260,37 @@ class DesiredCgroup:
     limits: Limits
 
 
-@dataclass(frozen=True)
-class PodSpec:
-    """The parts of a pod that decide its cgroup (ResourceConfigForPod's inputs).
-
-    Requests and limits are pod totals (overhead included). A ``None`` limit means at least
-    one container did not declare it.
-    """
-
-    uid: str
-    qos: str  # "guaranteed" | "burstable" | "besteffort"
-    cpu_request_milli: int = 0
-    cpu_limit_milli: int | None = None
-    memory_request: int = 0
-    memory_limit: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.qos not in QOS_CLASSES:
-            raise ValueError(f"pod qos {self.qos!r} is not one of {', '.join(QOS_CLASSES)}")
-        if self.qos == "guaranteed" and (self.cpu_limit_milli is None or self.memory_limit is None):
-            raise ValueError(f"guaranteed pod {self.uid} needs cpu and memory limits")
+def pod_limits(pod: PodCgroup, supported_sizes: Iterable[int]) -> Limits:
+    """The pod cgroup's limits with ``maybeSetHugetlb``'s rule: every supported page size gets a
+    limit, 0 for the sizes the pod did not request; requested sizes the host lacks are skipped."""
+    sizes = sorted(set(supported_sizes))
+    requested = dict(pod.limits.hugetlb)
+    return replace(pod.limits, hugetlb=tuple((size, requested.get(size, 0)) for size in sizes))
 
 
-def pod_limits(pod: PodSpec, pod_max_pids: int = -1, cpu_period: int = QUOTA_PERIOD) -> Limits:
-    """ResourceConfigForPod with CPU limits enforced, plus the pod pids limit when > 0."""
-    pids = pod_max_pids if pod_max_pids > 0 else None
-    if pod.qos == "besteffort":
-        return Limits(cpu_shares=MIN_SHARES, pids=pids)
-    shares = milli_cpu_to_shares(pod.cpu_request_milli)
-    quota = period = None
-    if pod.cpu_limit_milli is not None:
-        quota = milli_cpu_to_quota(pod.cpu_limit_milli, cpu_period)
-        period = cpu_period
-    return Limits(
-        cpu_shares=shares,
-        cpu_quota=quota,
-        cpu_period=period,
-        memory=pod.memory_limit,
-        pids=pids,
-    )
+def _tier_memory(pods: Sequence[PodCgroup], qos: str) -> int:
+    """getQoSMemoryRequests: Σ the memory requests of one class's pods."""
+    return sum(p.memory_request for p in pods if p.qos == qos)
 
 
 def qos_memory_limits(
-    cfg: NodeConfig, alloc: Allocatable, pods: Sequence[PodSpec]
+    cfg: NodeConfig, alloc: Allocatable, pods: Sequence[PodCgroup]
 ) -> tuple[int, int] | None:
     """The QoS-reserved memory limits (burstable, besteffort), or None when not configured.
 
-    Base is GetNodeAllocatableAbsolute()[memory]: capacity − system − kube, no eviction term.
+    Only with the QOSReserved gate, as UpdateCgroups applies them. Base is
+    GetNodeAllocatableAbsolute()[memory]: capacity − system − kube, no eviction term.
     """
+    if not features.enabled(cfg, "QOSReserved"):
+        return None
     percent = cfg.qos_reserved.get(MEMORY, 0)
     reserved = add(cfg.system_reserved, cfg.kube_reserved)
     absolute = subtract_clamped(alloc.capacity, reserved).get(MEMORY)
     if not percent or not absolute:
         return None
     base = absolute.value()
-    guaranteed = sum(p.memory_request for p in pods if p.qos == "guaranteed")
-    burstable_req = sum(p.memory_request for p in pods if p.qos == "burstable")
+    guaranteed = _tier_memory(pods, GUARANTEED)
+    burstable_req = _tier_memory(pods, BURSTABLE)
     burstable = base - guaranteed * percent // 100
     return burstable, burstable - burstable_req * percent // 100
 
@@ -335,7 +310,7 @@ def desired_tree(
     cfg: NodeConfig,
     alloc: Allocatable,
     hierarchy: Hierarchy,
-    pods: Sequence[PodSpec] = (),
+    pods: Sequence[PodCgroup] = (),
     online_cpus: frozenset[int] | None = None,
 ) -> list[DesiredCgroup]:
     """The cgroups cgalloc manages for this node, parents first.
@@ -357,7 +332,8 @@ def desired_tree(
         except InputError as err:
             problems += err.problems
         else:
-            _pod_tree(cfg, alloc, kubepods, pods, online_cpus, add)
+            v2 = hierarchy.version == "v2"
+            _pod_tree(cfg, alloc, kubepods, pods, online_cpus, v2, add)
 
     for role, value, resources in _reserved_entries(cfg, alloc):
         if role in cfg.enforce_node_allocatable:
@@ -373,7 +349,11 @@ def desired_tree(
         except InputError as err:
             problems += err.problems
             continue
-        add(path, role, limits_from_resources(resources, compressible))
+        limits = limits_from_resources(resources, compressible)
+        if features.enabled(cfg, "MemoryQoS") and limits.memory is not None:
+            # enforceExistingCgroup: memory.min = the reservation (Unified, so v2 only)
+            limits = replace(limits, memory_min=limits.memory)
+        add(path, role, limits)
     if problems:
         raise InputError(problems)
     return out
@@ -383,8 +363,9 @@ def _pod_tree(
     cfg: NodeConfig,
     alloc: Allocatable,
     kubepods: CgroupName,
-    pods: Sequence[PodSpec],
+    pods: Sequence[PodCgroup],
     online_cpus: frozenset[int] | None,
+    v2: bool,
     add: Callable[[CgroupName, str, Limits], None],
 ) -> None:
     kube_limits = limits_from_resources(alloc.kubepods, compressible_only=False)
@@ -394,24 +375,41 @@ def _pod_tree(
         kube_limits = replace(
             kube_limits, cpuset_cpus=format_cpuset(online_cpus - cfg.reserved_cpus)
         )
+    memory_qos = v2 and features.enabled(cfg, "MemoryQoS")
+    burstable_memory = _tier_memory(pods, BURSTABLE)
+    if memory_qos:
+        # setMemoryQoS: the Guaranteed tier is kubepods itself (Σ guaranteed + Σ burstable).
+        guaranteed_min = _tier_memory(pods, GUARANTEED) + burstable_memory
+        if guaranteed_min > 0:
+            kube_limits = replace(kube_limits, memory_min=guaranteed_min)
+    elif v2:
+        # enforceNodeAllocatableCgroups resets a previous MemoryQoS state's protection.
+        kube_limits = replace(kube_limits, memory_min=0, memory_low=0)
     add(kubepods, "kubepods", kube_limits)
 
-    unbounded = tuple((size, HUGETLB_UNBOUNDED) for size, _ in kube_limits.hugetlb)
-    burstable_milli = sum(p.cpu_request_milli for p in pods if p.qos == "burstable")
+    sizes = [size for size, _ in kube_limits.hugetlb]
+    unbounded = tuple((size, HUGETLB_UNBOUNDED) for size in sizes)
+    burstable_milli = sum(p.cpu_request_milli for p in pods if p.qos == BURSTABLE)
     burstable = Limits(cpu_shares=milli_cpu_to_shares(burstable_milli), hugetlb=unbounded)
+    if memory_qos and burstable_memory > 0:
+        burstable = replace(burstable, memory_min=burstable_memory)
     besteffort = Limits(cpu_shares=MIN_SHARES, hugetlb=unbounded)
     reserve = qos_memory_limits(cfg, alloc, pods)
     if reserve is not None:
         burstable = replace(burstable, memory=reserve[0])
         besteffort = replace(besteffort, memory=reserve[1])
-    tiers = {"burstable": kubepods.child("burstable"), "besteffort": kubepods.child("besteffort")}
-    add(tiers["burstable"], "qos", burstable)
-    add(tiers["besteffort"], "qos", besteffort)
+    tiers = {BURSTABLE: kubepods.child("burstable"), BESTEFFORT: kubepods.child("besteffort")}
+    add(tiers[BURSTABLE], "qos", burstable)
+    add(tiers[BESTEFFORT], "qos", besteffort)
 
     for pod in pods:
-        parent = tiers.get(pod.qos, kubepods)
-        try:
-            name = parent.child(POD_PREFIX + pod.uid)
-        except CgroupNameError as err:
-            raise ValueError(f"pod uid {pod.uid!r}: {err}") from None
-        add(name, "pod", pod_limits(pod, cfg.pod_max_pids))
+        add(pod_name(kubepods, pod), "pod", pod_limits(pod, sizes))
+
+
+def pod_name(kubepods: CgroupName, pod: PodCgroup) -> CgroupName:
+    """pod_container_manager: NewCgroupName(QoS parent, "pod"+UID); Guaranteed → kubepods."""
+    parent = kubepods if pod.qos == GUARANTEED else kubepods.child(pod.qos.lower())
+    try:
+        return parent.child(POD_PREFIX + pod.uid)
+    except CgroupNameError as err:
+        raise ValueError(f"pod {pod.name} uid {pod.uid!r}: {err}") from None

@@ -33,7 +33,7 @@ def _v2_files(controllers: set[str]) -> dict[str, str]:
     if "cpu" in controllers:
         files |= {"cpu.weight": "100", "cpu.max": "max 100000", "cpu.stat": "usage_usec 0"}
     if "memory" in controllers:
-        files |= {"memory.max": "max", "memory.current": "0", "memory.min": "0"}
+        files |= {"memory.max": "max", "memory.current": "0", "memory.min": "0", "memory.low": "0"}
     if "pids" in controllers:
         files |= {"pids.max": "max", "pids.current": "0"}
     if "cpuset" in controllers:

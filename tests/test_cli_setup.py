@@ -100,36 +100,6 @@ def test_teardown_after_setup_restores_the_tree(tree, tmp_path, capsys):
     assert snapshot(tree) == before
 
 
-def test_pods_file_gives_pod_cgroups_and_burstable_shares(tree, tmp_path, capsys):
-    pods = tmp_path / "pods.yaml"
-    pods.write_text(
-        yaml.safe_dump(
-            [
-                {"uid": "aaa", "qos": "burstable", "cpuRequest": "250m", "cpuLimit": "500m",
-                 "memoryLimit": "256Mi"},
-                {"uid": "bbb", "qos": "burstable", "cpuRequest": "750m"},
-                {"uid": "ccc", "qos": "besteffort"},
-            ]
-        )
-    )  # fmt: skip
-    code, out, _ = run(
-        capsys, "setup", *NODE, *where(tree, tmp_path), "--pods", str(pods), "--dry-run"
-    )
-    assert code == 0
-    lines = out.splitlines()
-    for expected in (
-        # Σ burstable requests 1000m → shares 1024 → weight 39
-        "  write kubepods/burstable/cpu.weight: (new) -> 39",
-        # 250m → shares 256 → weight 10; limit 500m → quota 50000 per 100000
-        "  write kubepods/burstable/podaaa/cpu.weight: (new) -> 10",
-        "  write kubepods/burstable/podaaa/cpu.max: (new) -> 50000 100000",
-        "  write kubepods/burstable/podaaa/memory.max: (new) -> 268435456",
-        "  write kubepods/burstable/podbbb/cpu.weight: (new) -> 30",
-        "  write kubepods/besteffort/podccc/cpu.weight: (new) -> 1",
-    ):
-        assert expected in lines
-
-
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -149,15 +119,6 @@ def test_bad_tree_options_exit_2_and_write_nothing(tree, tmp_path, capsys, extra
     code, _, err = run(capsys, "setup", *NODE, *where(tree, tmp_path), *extra)
     assert (code, err) == (2, message)
     assert snapshot(tree) == before
-
-
-def test_bad_pods_file_names_the_field(tree, tmp_path, capsys):
-    pods = tmp_path / "pods.json"
-    pods.write_text(json.dumps([{"uid": "a", "qos": "burstable", "cpuRequest": "lots"}]))
-    code, _, err = run(capsys, "setup", *NODE, *where(tree, tmp_path), "--pods", str(pods))
-    assert code == 2
-    reason = "cpuRequest 'lots' is not a quantity such as 500m or 1Gi."
-    assert err == f"cgalloc: --pods {pods}: pod 1 {reason}\n"
 
 
 def test_memory_limit_below_usage_refused_exit_1(tree, tmp_path, capsys):

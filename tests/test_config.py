@@ -217,3 +217,113 @@ def test_capacity_overrides():
         "memory": Q("64Gi"),
         "hugepages-2Mi": Q("1Gi"),
     }
+
+
+# ---- pod-level inputs: feature gates, CFS quota, static pod path ----------------------------
+
+
+def test_pod_inputs_defaults_and_flags(tmp_path):
+    cfg = load()
+    assert (cfg.feature_gates, cfg.cpu_cfs_quota, cfg.cpu_cfs_quota_period) == ({}, True, 100000)
+    assert cfg.static_pod_path == ""
+    cfg = load(
+        {
+            "feature-gates": ["MemoryQoS=true, QOSReserved=1", "MemoryQoS=false"],
+            "cpu-cfs-quota": ["false"],
+            "pod-manifest-path": ["/etc/kubernetes/manifests"],
+        }
+    )
+    # featureGate.Set merges occurrences, later values win; values trimmed; strconv.ParseBool
+    assert cfg.feature_gates == {"MemoryQoS": False, "QOSReserved": True}
+    assert (cfg.cpu_cfs_quota, cfg.static_pod_path) == (False, "/etc/kubernetes/manifests")
+
+
+def test_pod_inputs_from_config_file_and_dropins(tmp_path):
+    main = kubelet_config(
+        tmp_path / "k.yaml",
+        """\
+        featureGates: {MemoryQoS: true, CPUCFSQuotaPeriod: true}
+        cpuCFSQuota: false
+        cpuCFSQuotaPeriod: 50ms
+        staticPodPath: /etc/kubernetes/manifests
+        """,
+    )
+    d = tmp_path / "d"
+    d.mkdir()
+    kubelet_config(d / "10.conf", "featureGates: {QOSReserved: true}\n")
+    cfg = load(config=main, config_dir=str(d))
+    # drop-ins merge maps key by key
+    assert cfg.feature_gates == {"MemoryQoS": True, "CPUCFSQuotaPeriod": True, "QOSReserved": True}
+    assert (cfg.cpu_cfs_quota, cfg.cpu_cfs_quota_period) == (False, 50000)
+    assert cfg.static_pod_path == "/etc/kubernetes/manifests"
+
+
+@pytest.mark.parametrize(
+    ("flags", "problem"),
+    [
+        # component-base featuregate.Set / SetFromMap error texts
+        ({"feature-gates": ["MemoryQoS"]}, "missing bool value for MemoryQoS"),
+        (
+            {"feature-gates": ["MemoryQoS=yes"]},
+            'invalid value of MemoryQoS=yes, err: strconv.ParseBool: parsing "yes": invalid syntax',
+        ),
+        ({"feature-gates": ["MemoryQos=true"]}, "unrecognized feature gate: MemoryQos"),
+        ({"feature-gates": ["not-a-gate=true"]}, "unrecognized feature gate: not-a-gate"),
+    ],
+)
+def test_bad_feature_gates_use_the_kubelets_words(flags, problem):
+    with pytest.raises(InputError) as err:
+        load(flags)
+    assert err.value.problems == [
+        f"featureGates (--feature-gates): {problem}; expected gate=true|false pairs separated by"
+        " commas, such as MemoryQoS=true,QOSReserved=true."
+    ]
+
+
+def test_unmodelled_gates_are_accepted_and_all_alpha_turns_alpha_gates_on():
+    from cgalloc import features
+
+    cfg = load({"feature-gates": ["InPlacePodVerticalScaling=true,AllAlpha=true"]})
+    assert features.enabled(cfg, "MemoryQoS") and features.enabled(cfg, "QOSReserved")
+    # PodLevelResources is beta (default on) from 1.34, alpha (off) in 1.32–1.33
+    assert features.enabled(NodeConfig(kubelet_version="1.34"), "PodLevelResources")
+    assert not features.enabled(NodeConfig(kubelet_version="1.33"), "PodLevelResources")
+    assert not features.enabled(NodeConfig(), "QOSReserved")
+
+
+@pytest.mark.parametrize(
+    ("flags", "problem"),
+    [
+        # pkg/kubelet/apis/config/validation/validation_test.go: CPUCFSQuotaPeriod cases
+        (
+            {"cpu-cfs-quota-period": ["200ms"]},
+            "invalid configuration: cpuCFSQuotaPeriod (--cpu-cfs-quota-period) {200ms} requires"
+            " feature gate CustomCPUCFSQuotaPeriod; enable CPUCFSQuotaPeriod in featureGates or"
+            " use 100ms.",
+        ),
+        (
+            {"cpu-cfs-quota-period": ["2s"], "feature-gates": ["CPUCFSQuotaPeriod=true"]},
+            "invalid configuration: cpuCFSQuotaPeriod (--cpu-cfs-quota-period) {2s} must be"
+            " between 1ms and 1sec, inclusive.",
+        ),
+        (
+            {"cpu-cfs-quota-period": ["100"]},
+            'cpuCFSQuotaPeriod (--cpu-cfs-quota-period): time: invalid duration "100"; use a'
+            " duration such as 100ms, from 1ms to 1s.",
+        ),
+    ],
+)
+def test_bad_cfs_period(flags, problem):
+    with pytest.raises(InputError) as err:
+        load(flags)
+    assert err.value.problems == [problem]
+
+
+def test_feature_gates_in_a_file_must_be_booleans(tmp_path):
+    path = kubelet_config(tmp_path / "k.yaml", "featureGates: {MemoryQoS: 'true'}\n")
+    with pytest.raises(InputError) as err:
+        load(config=path)
+    assert err.value.problems == [
+        f"featureGates (--feature-gates) in {path}: {{'MemoryQoS': 'true'}} has the wrong type;"
+        " expected a map of gate names to true or false."
+    ]

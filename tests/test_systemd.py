@@ -40,6 +40,8 @@ def test_v2_files_become_v2_properties():
     files = {
         "pids.max": "max",
         "memory.max": "314572800",
+        "memory.min": "0",  # MemoryQoS reset; runc maps unified memory.min to MemoryMin
+        "memory.low": "0",
         "cpu.weight": "79",
         "cpu.max": "10000 100000",
         "cpuset.cpus": "1",
@@ -47,6 +49,8 @@ def test_v2_files_become_v2_properties():
     }
     assert unit_properties(files, v2=True) == [
         ("MemoryMax", ("t", 314572800)),
+        ("MemoryMin", ("t", 0)),
+        ("MemoryLow", ("t", 0)),
         ("CPUWeight", ("t", 79)),
         ("CPUQuotaPerSecUSec", ("t", 100_000)),  # 10 ms per 100 ms = 100 ms per second
         ("CPUQuotaPeriodUSec", ("t", 100_000)),

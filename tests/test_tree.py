@@ -12,13 +12,14 @@ from cgalloc.cgroupfs import Hierarchy
 from cgalloc.config import NodeConfig
 from cgalloc.errors import InputError
 from cgalloc.limits import HUGETLB_UNBOUNDED, Limits
+from cgalloc.podresources import Container, Pod
+from cgalloc.pods import pod_cgroups
 from cgalloc.quantity import Quantity
 from cgalloc.tree import (
     ROOT,
     CgroupName,
     CgroupNameError,
     DesiredCgroup,
-    PodSpec,
     desired_tree,
     expand_slice,
     kubepods_name,
@@ -210,15 +211,27 @@ def test_tree_drops_hugetlb_without_the_controller():
     assert tree[0].limits.memory == 15 * GI
 
 
+GUARANTEED_2G = {"cpu": "1", "memory": "2Gi"}
+
+
+def container(req: dict | None = None, lim: dict | None = None) -> Container:
+    return Container("c", rl(**(req or {})), rl(**(lim or {})))
+
+
 def test_tree_systemd_with_pods():
+    # Pod cgroups (pod_container_manager_linux.go): NewCgroupName(qos parent, "pod"+UID);
+    # Guaranteed pods sit directly in kubepods. Values: helpers_linux.go ResourceConfigForPod.
     pods = [
-        PodSpec("1234-abcd", "guaranteed", 500, 500, 256 * MI, 256 * MI),
-        PodSpec("5678-ef", "burstable", 250, None, 128 * MI, 512 * MI),
-        PodSpec("9a-bc", "burstable", 100, 400, 0, None),
-        PodSpec("be-01", "besteffort"),
-    ]
+        Pod("1234-abcd", "d/g", (container({"cpu": "500m", "memory": "256Mi"},
+                                           {"cpu": "500m", "memory": "256Mi"}),)),
+        Pod("5678-ef", "d/b1", (container({"cpu": "250m", "memory": "128Mi"},
+                                          {"memory": "512Mi"}),)),
+        Pod("9a-bc", "d/b2", (container({"cpu": "100m"}, {"cpu": "400m"}),)),
+        Pod("be-01", "d/be", (container(),)),
+    ]  # fmt: skip
     cfg = make_cfg(cgroup_driver="systemd", pod_max_pids=1024)
-    tree = desired_tree(cfg, make_alloc(rl(cpu="3", memory="8Gi")), V2_NO_HUGETLB, pods)
+    cgroups = pod_cgroups(pods, cfg, cgroup_v2=True)
+    tree = desired_tree(cfg, make_alloc(rl(cpu="3", memory="8Gi")), V2_NO_HUGETLB, cgroups)
     assert [(d.path, d.role) for d in tree] == [
         ("kubepods.slice", "kubepods"),
         ("kubepods.slice/kubepods-burstable.slice", "qos"),
@@ -229,7 +242,8 @@ def test_tree_systemd_with_pods():
         ("kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podbe_01.slice", "pod"),
     ]
     limits = [d.limits for d in tree]
-    assert limits[0] == Limits(cpu_shares=3072, memory=8 * GI)
+    # cgroup v2 without MemoryQoS: enforceNodeAllocatableCgroups resets memory.min/low to 0.
+    assert limits[0] == Limits(cpu_shares=3072, memory=8 * GI, memory_min=0, memory_low=0)
     # Burstable tier: MilliCPUToShares(250 + 100) = 358.
     assert limits[1] == Limits(cpu_shares=358)
     assert limits[2] == Limits(cpu_shares=2)
@@ -237,6 +251,7 @@ def test_tree_systemd_with_pods():
         cpu_shares=512, cpu_quota=50000, cpu_period=100000, memory=256 * MI, pids=1024
     )
     assert limits[4] == Limits(cpu_shares=256, memory=512 * MI, pids=1024)
+    # defaulting: the memory request is absent, so it stays absent; cpu request 100m
     assert limits[5] == Limits(cpu_shares=102, cpu_quota=40000, cpu_period=100000, pids=1024)
     assert limits[6] == Limits(cpu_shares=2, pids=1024)
 
@@ -257,27 +272,81 @@ def test_tree_cgroup_root():
 
 
 def test_tree_qos_reserved_memory():
+    # qos_container_manager_linux.go setMemoryReserve, applied only with the QOSReserved gate.
     # base = capacity 16Gi − system 1Gi − kube 1Gi = 14Gi (no eviction term)
     # burstable = 14Gi − 2Gi×50% = 13Gi; besteffort = 13Gi − 1Gi×50% = 12.5Gi
     cfg = make_cfg(
         qos_reserved={"memory": 50},
         system_reserved=rl(memory="1Gi"),
         kube_reserved=rl(memory="1Gi"),
+        feature_gates={"QOSReserved": True},
     )
     pods = [
-        PodSpec("g1", "guaranteed", 1000, 1000, 2 * GI, 2 * GI),
-        PodSpec("b1", "burstable", 0, None, 1 * GI, None),
-    ]
+        Pod("g1", "d/g", (container(GUARANTEED_2G, GUARANTEED_2G),)),
+        Pod("b1", "d/b", (container({"memory": "1Gi"}),)),
+    ]  # fmt: skip
+    cgroups = pod_cgroups(pods, cfg, cgroup_v2=True)
     alloc = make_alloc(rl(cpu="4", memory="14Gi"), capacity=rl(cpu="4", memory="16Gi"))
-    tree = desired_tree(cfg, alloc, V2_NO_HUGETLB, pods)
+    tree = desired_tree(cfg, alloc, V2_NO_HUGETLB, cgroups)
     assert tree[1].limits.memory == 13 * GI
     assert tree[2].limits.memory == 13 * GI - GI // 2
     # Without pods both tiers get the whole base.
     tree = desired_tree(cfg, alloc, V2_NO_HUGETLB)
     assert (tree[1].limits.memory, tree[2].limits.memory) == (14 * GI, 14 * GI)
     # 0% (or unset) leaves the tiers without a memory limit.
-    tree = desired_tree(make_cfg(qos_reserved={"memory": 0}), alloc, V2_NO_HUGETLB, pods)
+    zero = make_cfg(qos_reserved={"memory": 0}, feature_gates={"QOSReserved": True})
+    tree = desired_tree(zero, alloc, V2_NO_HUGETLB, cgroups)
     assert (tree[1].limits.memory, tree[2].limits.memory) == (None, None)
+    # Without the gate (alpha, off by default) the kubelet ignores qosReserved.
+    off = make_cfg(qos_reserved={"memory": 50}, system_reserved=rl(memory="1Gi"))
+    tree = desired_tree(off, alloc, V2_NO_HUGETLB, cgroups)
+    assert (tree[1].limits.memory, tree[2].limits.memory) == (None, None)
+
+
+def test_tree_memory_qos_tiers_pods_and_reserved():
+    # qos_container_manager_linux.go setMemoryQoS: burstable memory.min = Σ burstable requests,
+    # kubepods (the Guaranteed tier) = Σ guaranteed + Σ burstable; pods get their requests
+    # (ResourceConfigForPod); enforceExistingCgroup: reserved cgroups memory.min = the limit.
+    cfg = make_cfg(
+        feature_gates={"MemoryQoS": True},
+        enforce_node_allocatable=("pods", "system-reserved"),
+        system_reserved_cgroup="/system.slice",
+    )
+    pods = [
+        Pod("g1", "d/g", (container(GUARANTEED_2G, GUARANTEED_2G),)),
+        Pod("b1", "d/b", (container({"memory": "1Gi"}),)),
+        Pod("e1", "d/e", (container(),)),
+    ]  # fmt: skip
+    alloc = make_alloc(rl(cpu="3", memory="14Gi"), system=rl(cpu="1", memory="1Gi"))
+    tree = desired_tree(cfg, alloc, V2_NO_HUGETLB, pod_cgroups(pods, cfg, cgroup_v2=True))
+    by_path = {d.path: d.limits for d in tree}
+    assert by_path["kubepods"].memory_min == 3 * GI
+    assert by_path["kubepods"].memory_low is None
+    assert by_path["kubepods/burstable"].memory_min == GI
+    assert by_path["kubepods/besteffort"].memory_min is None
+    assert by_path["kubepods/podg1"].memory_min == 2 * GI
+    assert by_path["kubepods/burstable/podb1"].memory_min == GI
+    assert by_path["kubepods/besteffort/pode1"].memory_min is None
+    assert by_path["system.slice"].memory_min == GI
+    # On cgroup v1 MemoryQoS does nothing to the pods or tiers (IsCgroup2UnifiedMode).
+    v1 = desired_tree(cfg, alloc, V1_HUGETLB, pod_cgroups(pods, cfg, cgroup_v2=False))
+    assert all(d.limits.memory_min is None for d in v1 if d.role != "system-reserved")
+
+
+def test_tree_pod_hugetlb_zero_for_sizes_not_requested():
+    # cgroup_manager_linux.go maybeSetHugetlb: every supported size gets a limit, 0 when the
+    # pod did not request it.
+    pods = [
+        Pod("h1", "d/h", (container({"cpu": "1", "memory": "1Gi", "hugepages-2Mi": "64Mi"},
+                                    {"cpu": "1", "memory": "1Gi", "hugepages-2Mi": "64Mi"}),)),
+        Pod("n1", "d/n", (container({"cpu": "1"}),)),
+    ]  # fmt: skip
+    cfg = make_cfg()
+    alloc = make_alloc(rl(cpu="3", memory="8Gi", hugepages_2Mi="256Mi", hugepages_1Gi="2Gi"))
+    tree = desired_tree(cfg, alloc, V1_HUGETLB, pod_cgroups(pods, cfg, cgroup_v2=False))
+    by_path = {d.path: d.limits for d in tree}
+    assert by_path["kubepods/podh1"].hugetlb == ((2 * MI, 64 * MI), (GI, 0))
+    assert by_path["kubepods/burstable/podn1"].hugetlb == ((2 * MI, 0), (GI, 0))
 
 
 def test_tree_reserved_cpus_cpuset():
@@ -285,7 +354,7 @@ def test_tree_reserved_cpus_cpuset():
     tree = desired_tree(
         cfg, make_alloc(rl(cpu="6")), V2_NO_HUGETLB, online_cpus=frozenset(range(8))
     )
-    assert tree[0].limits == Limits(cpu_shares=6144, cpuset_cpus="2-7")
+    assert tree[0].limits == Limits(cpu_shares=6144, cpuset_cpus="2-7", memory_min=0, memory_low=0)
     assert tree[1].limits.cpuset_cpus is None
 
 
@@ -346,13 +415,6 @@ def test_tree_without_cgroups_per_qos_has_only_reserved():
     assert desired_tree(cfg, alloc, V1_HUGETLB) == [
         DesiredCgroup("system", "system-reserved", Limits(cpu_shares=1024, memory=GI))
     ]
-
-
-def test_pod_spec_validation():
-    with pytest.raises(ValueError, match="not one of guaranteed, burstable, besteffort"):
-        PodSpec("x", "Burstable")
-    with pytest.raises(ValueError, match="needs cpu and memory limits"):
-        PodSpec("x", "guaranteed", 100, None, 0, MI)
 
 
 def test_tree_from_computed_allocatable():

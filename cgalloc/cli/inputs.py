@@ -178,6 +178,43 @@ _OPTIONS = (
         "pod-max-pids",
     ),
     _Opt(
+        "feature_gates",
+        ("--feature-gates",),
+        "Kubelet feature gates (featureGates), e.g. MemoryQoS=true,QOSReserved=true. Honoured:"
+        " QOSReserved (qosReserved tier limits), MemoryQoS (memory.min), PodLevelResources,"
+        " CPUCFSQuotaPeriod; AllAlpha/AllBeta too; other well-formed gates are ignored."
+        " Repeatable.",
+        "GATE=BOOL,...",
+        True,
+        "feature-gates",
+    ),
+    _Opt(
+        "cpu_cfs_quota",
+        ("--cpu-cfs-quota",),
+        "Enforce CPU limits with CFS quota (cpuCFSQuota, default true); =false gives pods"
+        " unlimited quota.",
+        "[=BOOL]",
+        False,
+        "cpu-cfs-quota",
+    ),
+    _Opt(
+        "cpu_cfs_quota_period",
+        ("--cpu-cfs-quota-period",),
+        "CFS period of pod cgroups (cpuCFSQuotaPeriod, default 100ms); another value needs the"
+        " CPUCFSQuotaPeriod gate.",
+        "DURATION",
+        False,
+        "cpu-cfs-quota-period",
+    ),
+    _Opt(
+        "pod_manifest_path",
+        ("--pod-manifest-path",),
+        "Static pod directory or file (staticPodPath); setup --pods static reads it.",
+        "PATH",
+        False,
+        "pod-manifest-path",
+    ),
+    _Opt(
         "root_dir",
         ("--root-dir",),
         "Kubelet root directory (default /var/lib/kubelet); its filesystem's size is the"

@@ -6,7 +6,7 @@ import typer
 
 from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
 from cgalloc.cli.render import OutputFormat, dumps, emit, output_option
-from cgalloc.config import NodeConfig
+from cgalloc.config import DEFAULT_CFS_PERIOD_US, NodeConfig, go_duration
 from cgalloc.limits import format_cpuset
 from cgalloc.tree import UNIT_SUFFIXES
 
@@ -94,11 +94,22 @@ def fragment(cfg: NodeConfig) -> tuple[dict, list[str], list[str]]:
         flags.append(f"--reserved-cpus={doc['reservedSystemCPUs']}")
     if cfg.qos_reserved:
         doc["qosReserved"] = {k: f"{v}%" for k, v in sorted(cfg.qos_reserved.items())}
-        doc["featureGates"] = {"QOSReserved": True}
         flags.append(
             "--qos-reserved=" + ",".join(f"{k}={v}" for k, v in doc["qosReserved"].items())
         )
-        flags.append("--feature-gates=QOSReserved=true")
+    if cfg.feature_gates:
+        doc["featureGates"] = dict(sorted(cfg.feature_gates.items()))
+        gates = ",".join(f"{k}={str(v).lower()}" for k, v in doc["featureGates"].items())
+        flags.append(f"--feature-gates={gates}")
+    if not cfg.cpu_cfs_quota:
+        doc["cpuCFSQuota"] = False
+        flags.append("--cpu-cfs-quota=false")
+    if cfg.cpu_cfs_quota_period != DEFAULT_CFS_PERIOD_US:
+        doc["cpuCFSQuotaPeriod"] = go_duration(cfg.cpu_cfs_quota_period * 1000)
+        flags.append(f"--cpu-cfs-quota-period={doc['cpuCFSQuotaPeriod']}")
+    if cfg.static_pod_path:
+        doc["staticPodPath"] = cfg.static_pod_path
+        flags.append(f"--pod-manifest-path={cfg.static_pod_path}")
     if cfg.pod_max_pids != -1:
         doc["podPidsLimit"] = cfg.pod_max_pids
         flags.append(f"--pod-max-pids={cfg.pod_max_pids}")

@@ -21,7 +21,8 @@ from cgalloc.cli.render import OutputFormat, emit, output_option, warn
 from cgalloc.errors import HostError, InputError
 from cgalloc.limits import WEIGHT_FORMULAS
 from cgalloc.ownership import DEFAULT_STATE_DIR, StateDir
-from cgalloc.plan import Plan, load_pods, node_plan, require_no_refusals
+from cgalloc.plan import Plan, node_plan, require_no_refusals
+from cgalloc.pods import load_pods
 from cgalloc.systemd import (
     SYSTEMD_CONTROLLERS,
     Systemd,
@@ -66,7 +67,8 @@ class TreeOptions:
     """The options that decide the desired tree, shared by setup and verify."""
 
     cgroupfs: str
-    pods: str | None
+    pods: list[str]
+    static_pods: bool
     weight_formula: str
     create_reserved: bool
     kube_procs: list[str]
@@ -75,6 +77,7 @@ class TreeOptions:
 
     def __post_init__(self) -> None:
         # typer hands a tuple (or None) for repeatable options; keep them plain lists
+        object.__setattr__(self, "pods", list(self.pods or ()))
         object.__setattr__(self, "kube_procs", list(self.kube_procs or ()))
         object.__setattr__(self, "system_procs", list(self.system_procs or ()))
 
@@ -92,7 +95,15 @@ class TreeOptions:
             )
         cfg, capacity = inputs.load()
         delegated = SYSTEMD_CONTROLLERS if self.dbus(cfg.cgroup_driver, switches) else frozenset()
-        pods = load_pods(self.pods) if self.pods else []
+        paths = list(self.pods)
+        if self.static_pods:
+            if not cfg.static_pod_path:
+                raise InputError(
+                    "--static-pods needs staticPodPath (--pod-manifest-path): the directory or"
+                    " file the kubelet reads static pods from."
+                )
+            paths.append(cfg.static_pod_path)
+        pods = load_pods(paths) if paths else []
         hierarchy = detect(self.cgroupfs, switches.mountinfo)
         moves = [
             (role, names)
@@ -149,12 +160,21 @@ def tree_options(command: Callable[..., object]) -> Callable[..., object]:
         ),
         _keyword(
             "pods",
-            str | None,
-            None,
+            list[str],
+            [],
             "--pods",
-            metavar="FILE",
-            help="JSON or YAML list of pods {uid, qos, cpuRequest, cpuLimit, memoryRequest, "
-            "memoryLimit} to create pod cgroups for; burstable shares come from their requests.",
+            metavar="PATH",
+            help="Pods to create pod cgroups for, as the kubelet would: a Pod manifest, a"
+            " multi-document YAML, a List/PodList (kubectl get pods -o json, filtered to this"
+            " node), or a static-pod directory; JSON or YAML. QoS class, shares, quota, memory,"
+            " hugetlb and the burstable tier's shares come from them. Repeatable.",
+        ),
+        _keyword(
+            "static_pods",
+            bool,
+            False,
+            "--static-pods",
+            help="Also read the static pods in staticPodPath (--pod-manifest-path).",
         ),
         _keyword(
             "weight_formula",

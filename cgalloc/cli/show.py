@@ -12,6 +12,8 @@ from cgalloc.allocatable import Allocatable, compute
 from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
 from cgalloc.cli.render import OutputFormat, aligned, emit, output_option, warn
 from cgalloc.config import NodeConfig
+from cgalloc.podresources import PodCgroup
+from cgalloc.pods import load_pods, pod_cgroups
 from cgalloc.resources import format_list
 
 SHOW_HELP = (
@@ -65,6 +67,28 @@ def result(cfg: NodeConfig, alloc: Allocatable) -> dict:
     }
 
 
+def pods_doc(cfg: NodeConfig, pods: list[PodCgroup]) -> list[dict]:
+    """Each pod's QoS class, cgroup and the values the kubelet gives it (show --pods)."""
+    if not cfg.cgroups_per_qos:
+        return []
+    kubepods = tree.kubepods_cgroup(cfg)
+    out = []
+    for pod in pods:
+        lim = pod.limits
+        quota = "-" if lim.cpu_quota is None else "max" if lim.cpu_quota < 0 else str(lim.cpu_quota)
+        out.append(
+            {
+                "pod": pod.name,
+                "qos": pod.qos,
+                "cgroup": tree.driver_path(tree.pod_name(kubepods, pod), cfg.cgroup_driver),
+                "cpuShares": str(lim.cpu_shares),
+                "cpuQuota": quota if lim.cpu_period is None else f"{quota}/{lim.cpu_period}",
+                "memory": "-" if lim.memory is None else str(lim.memory),
+            }
+        )
+    return out
+
+
 def _section(title: str, values: Mapping[str, str], indent: str = "  ") -> list[str]:
     return [title, *aligned([(f"{indent}{k}:", v) for k, v in values.items()])]
 
@@ -87,6 +111,14 @@ def table(doc: dict) -> str:
         (f"  {t['resource']}", t["source"], t["quantity"], t["lowers"]) for t in doc["breakdown"]
     ]
     lines += aligned(rows) if doc["breakdown"] else ["  (nothing reserved)"]
+    if doc.get("pods"):
+        lines.append("Pods:")
+        rows = [("  POD", "QOS", "CGROUP", "CPU SHARES", "CPU QUOTA/PERIOD", "MEMORY")]
+        rows += [
+            (f"  {p['pod']}", p["qos"], p["cgroup"], p["cpuShares"], p["cpuQuota"], p["memory"])
+            for p in doc["pods"]
+        ]
+        lines += aligned(rows)
     return "\n".join(lines)
 
 
@@ -95,9 +127,22 @@ def register(app: typer.Typer) -> None:
 
     @app.command("show", help=SHOW_HELP, cls=NodeInputsCommand)
     @node_inputs
-    def show(inputs: NodeInputs, output: OutputFormat = output_option()) -> None:
+    def show(
+        inputs: NodeInputs,
+        output: OutputFormat = output_option(),
+        pods: list[str] = typer.Option(
+            [],
+            "--pods",
+            metavar="PATH",
+            help="Also show these pods' QoS class, cgroup and values (the forms setup --pods"
+            " takes). Repeatable.",
+        ),
+    ) -> None:
         cfg, capacity = inputs.load()
         alloc = compute(cfg, capacity)
         doc = result(cfg, alloc)
+        if pods:
+            # show reads no cgroup: the values are cgroup v2's minus memory.min (MemoryQoS)
+            doc["pods"] = pods_doc(cfg, pod_cgroups(load_pods(pods), cfg, cgroup_v2=False))
         warn(alloc.warnings)
         emit(doc, output, lambda: table(doc))

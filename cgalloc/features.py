@@ -1,0 +1,93 @@
+"""Kubelet feature gates that change a number cgalloc computes, with their defaults per minor.
+
+Specs follow ``pkg/features/kube_features.go`` (``defaultVersionedKubernetesFeatureGates``): a
+gate's default at a kubelet minor is the last spec whose version is at or below that minor.
+Parsing and error texts follow component-base ``featuregate.Set`` / ``SetFromMap``, with the
+``AllAlpha`` and ``AllBeta`` meta-gates. Gates cgalloc does not model (the kubelet has hundreds)
+are accepted and ignored when they are well-formed names; a near miss of a modelled gate
+(``MemoryQos``) is refused as the kubelet would refuse it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cgalloc.config import NodeConfig
+
+ALPHA, BETA, GA = "ALPHA", "BETA", ""
+
+
+@dataclass(frozen=True)
+class Spec:
+    since: tuple[int, int]  # the kubelet minor this spec starts at
+    default: bool
+    stage: str  # ALPHA | BETA | GA
+    locked: bool = False
+
+
+GATES: dict[str, tuple[Spec, ...]] = {
+    # qos_container_manager_linux.go: qosReserved memory limits on the QoS tiers
+    "QOSReserved": (Spec((1, 11), False, ALPHA),),
+    # memory.min on pods, QoS tiers and enforced reserved cgroups (cgroup v2)
+    "MemoryQoS": (Spec((1, 22), False, ALPHA),),
+    # pod-level spec.resources decide the QoS class and the pod cgroup
+    "PodLevelResources": (Spec((1, 32), False, ALPHA), Spec((1, 34), True, BETA)),
+    # cpuCFSQuotaPeriod other than 100ms, and MilliCPUToQuota's period
+    "CPUCFSQuotaPeriod": (Spec((1, 12), False, ALPHA),),
+}
+META = ("AllAlpha", "AllBeta")
+_NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+FORM = "gate=true|false pairs separated by commas, such as MemoryQoS=true,QOSReserved=true"
+
+
+def minor(version: str) -> tuple[int, int]:
+    """ "1.34" or "v1.34.2" → (1, 34); ValueError otherwise."""
+    parts = version.strip().removeprefix("v").split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        raise ValueError(f"kubelet version {version!r} is not of the form 1.<minor>")
+    return int(parts[0]), int(parts[1])
+
+
+def spec_at(name: str, version: str) -> Spec:
+    """The spec of a modelled gate in force at kubelet ``version``."""
+    at = minor(version)
+    chosen = GATES[name][0]
+    for spec in GATES[name]:
+        if spec.since <= at:
+            chosen = spec
+    return chosen
+
+
+def check_gates(gates: Mapping[str, bool], version: str) -> list[str]:
+    """``SetFromMap``'s refusals: unknown names and values that differ from a locked default."""
+    problems: list[str] = []
+    lowered = {g.lower(): g for g in (*GATES, *META)}
+    for name, value in gates.items():
+        if name in GATES:
+            spec = spec_at(name, version)
+            if spec.locked and spec.default != value:
+                problems.append(
+                    f"cannot set feature gate {name} to {str(value).lower()}, feature is locked"
+                    f" to {str(spec.default).lower()}"
+                )
+        elif name in META:
+            continue
+        elif not _NAME.match(name) or name.lower() in lowered:
+            problems.append(f"unrecognized feature gate: {name}")
+    return problems
+
+
+def enabled(cfg: NodeConfig, name: str) -> bool:
+    """Whether gate ``name`` is on: its explicit value, else AllAlpha/AllBeta, else the default."""
+    if name in cfg.feature_gates:
+        return cfg.feature_gates[name]
+    spec = spec_at(name, cfg.kubelet_version)
+    if spec.stage == ALPHA and "AllAlpha" in cfg.feature_gates:
+        return cfg.feature_gates["AllAlpha"]
+    if spec.stage == BETA and "AllBeta" in cfg.feature_gates:
+        return cfg.feature_gates["AllBeta"]
+    return spec.default

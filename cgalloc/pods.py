@@ -1,0 +1,278 @@
+"""``--pods``: Pod objects from manifests, lists and static-pod directories, and their cgroups.
+
+Accepted, as JSON or YAML: one Pod manifest; a multi-document stream of Pods and lists; a
+``kind: List`` or ``PodList`` (``kubectl get pods -A -o json``); a directory read as the kubelet
+reads ``staticPodPath`` (``pkg/kubelet/config/file.go``: regular files whose names do not start
+with '.', in name order, one Pod each, subdirectories skipped). Pods in phase Succeeded or Failed
+are skipped: the kubelet keeps no cgroup for them.
+
+The pod cgroup is named from the UID the kubelet uses: ``metadata.uid``, or for a mirror pod
+(annotation ``kubernetes.io/config.mirror``) the static pod's UID in ``kubernetes.io/config.hash``.
+A static manifest without ``metadata.uid`` is refused: the kubelet hashes the Go object dump with
+the node name and file path (``config/common.go`` ``applyDefaults``), which cannot be reproduced
+outside the kubelet; its mirror pod's ``kubernetes.io/config.hash`` annotation holds the result.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from cgalloc import features
+from cgalloc.errors import InputError
+from cgalloc.loading import load_yaml_documents, read_bounded
+from cgalloc.podresources import QOS_CLASSES, Container, Pod, PodCgroup, resource_config
+from cgalloc.podresources import with_defaults as pod_defaults
+from cgalloc.quantity import Quantity, QuantityError
+from cgalloc.resources import ResourceList, hugepage_size_bytes, is_hugepages
+
+if TYPE_CHECKING:
+    from cgalloc.config import NodeConfig
+
+FIELD = "--pods"
+LIMIT = 64 << 20  # a whole cluster's `kubectl get pods -A -o json` can be tens of MB
+MIRROR = "kubernetes.io/config.mirror"
+CONFIG_HASH = "kubernetes.io/config.hash"
+TERMINAL = ("Succeeded", "Failed")
+LIST_KINDS = ("List", "PodList")
+FORM = (
+    "a Pod manifest, a multi-document YAML of Pods, a List or PodList (kubectl get pods -o json),"
+    " or a static-pod directory"
+)
+_UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
+# Resource names a pod may hold (others, e.g. extended resources, do not touch the cgroup).
+_NAME = re.compile(r"^([A-Za-z0-9.-]+/)?[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
+
+
+# Manifests repeat the same few quantities; Quantity is immutable, so parse each text once.
+_parse_quantity = functools.lru_cache(maxsize=4096)(Quantity.parse)
+
+
+def _json_or_yaml(text: str, field: str) -> list[object]:
+    # json.loads is far faster for kubectl's JSON output; anything else goes through YAML.
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            return [json.loads(text)]
+        except (ValueError, RecursionError):
+            pass  # the YAML path below says what is wrong, with its depth and size bounds
+    return load_yaml_documents(text, field)
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, where: str, text: str) -> None:
+        self.items.append(f"{FIELD} {where}: {text}")
+
+
+def _mapping(value: object, where: str, key: str, problems: _Problems) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        problems.add(where, f"{key} is not a mapping; expected {FORM}.")
+        return {}
+    return value
+
+
+def _resource_list(value: object, where: str, key: str, problems: _Problems) -> ResourceList:
+    out: ResourceList = {}
+    for name, raw in _mapping(value, where, key, problems).items():
+        if not isinstance(name, str) or not _NAME.match(name):
+            problems.add(where, f"{key} has an invalid resource name {name!r}.")
+            continue
+        if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
+            problems.add(where, f"{key}.{name} {raw!r} is not a quantity such as 500m or 1Gi.")
+            continue
+        try:
+            q = _parse_quantity(str(raw))
+        except QuantityError:
+            problems.add(where, f"{key}.{name} {raw!r} is not a quantity such as 500m or 1Gi.")
+            continue
+        if q.sign() < 0:
+            problems.add(where, f"{key}.{name} {raw!r} must be 0 or more.")
+            continue
+        if is_hugepages(name):
+            try:
+                hugepage_size_bytes(name)
+            except ValueError as err:
+                problems.add(where, f"{key}: {err}.")
+                continue
+        out[name] = q
+    return out
+
+
+def _containers(spec: dict, key: str, where: str, problems: _Problems) -> tuple[Container, ...]:
+    items = spec.get(key) or []
+    if not isinstance(items, list):
+        problems.add(where, f"spec.{key} is not a list; expected {FORM}.")
+        return ()
+    out = []
+    for i, item in enumerate(items):
+        at = f"spec.{key}[{i}]"
+        if not isinstance(item, dict):
+            problems.add(where, f"{at} is not a mapping; expected {FORM}.")
+            continue
+        resources = _mapping(item.get("resources"), where, f"{at}.resources", problems)
+        policy = item.get("restartPolicy")
+        if policy is not None and (key != "initContainers" or policy != "Always"):
+            # API validation: only init containers take restartPolicy, and only Always.
+            problems.add(
+                where,
+                f"{at}.restartPolicy {policy!r} is not allowed; use Always on an init"
+                " container or leave it out.",
+            )
+        out.append(
+            Container(
+                str(item.get("name", "")),
+                _resource_list(
+                    resources.get("requests"), where, f"{at}.resources.requests", problems
+                ),
+                _resource_list(resources.get("limits"), where, f"{at}.resources.limits", problems),
+                restartable=policy == "Always",
+            )
+        )
+    return tuple(out)
+
+
+def _uid(meta: dict, where: str, static_file: bool, problems: _Problems) -> str:
+    annotations = meta.get("annotations") or {}
+    uid = meta.get("uid")
+    if isinstance(annotations, dict) and MIRROR in annotations:
+        uid = annotations.get(CONFIG_HASH) or annotations.get(MIRROR)
+    if uid is None or uid == "":
+        hint = (
+            "a static pod's UID is the hash the kubelet computes from its object, node name and"
+            f" file path; copy it from the mirror pod's {CONFIG_HASH} annotation into"
+            " metadata.uid"
+            if static_file
+            else "give the pod's metadata.uid (kubectl get pod -o json shows it)"
+        )
+        problems.add(where, f"metadata.uid is missing; {hint}.")
+        return ""
+    if not isinstance(uid, str) or not _UID.match(uid):
+        problems.add(where, f"metadata.uid {uid!r} is not a UID such as 0f6e1d5c-...-7b2a.")
+        return ""
+    return uid
+
+
+def parse_pod(doc: dict, where: str, problems: _Problems, static_file: bool = False) -> Pod | None:
+    """One Pod object (already known to be kind Pod), or None when it has a problem or ended."""
+    before = len(problems.items)
+    meta = _mapping(doc.get("metadata"), where, "metadata", problems)
+    spec = _mapping(doc.get("spec"), where, "spec", problems)
+    status = _mapping(doc.get("status"), where, "status", problems)
+    if status.get("phase") in TERMINAL:
+        return None
+    name = f"{meta.get('namespace') or 'default'}/{meta.get('name') or '(unnamed)'}"
+    where = f"{where} pod {name}"
+    uid = _uid(meta, where, static_file, problems)
+    containers = _containers(spec, "containers", where, problems)
+    inits = _containers(spec, "initContainers", where, problems)
+    if not containers and len(problems.items) == before:
+        problems.add(where, "spec.containers is empty; a pod needs at least one container.")
+    overhead = _resource_list(spec.get("overhead"), where, "spec.overhead", problems)
+    pod_req = pod_lim = None
+    if spec.get("resources") is not None:
+        res = _mapping(spec.get("resources"), where, "spec.resources", problems)
+        pod_req = _resource_list(res.get("requests"), where, "spec.resources.requests", problems)
+        pod_lim = _resource_list(res.get("limits"), where, "spec.resources.limits", problems)
+    qos = status.get("qosClass") or ""
+    if qos and qos not in QOS_CLASSES:
+        problems.add(where, f"status.qosClass {qos!r} is not one of {', '.join(QOS_CLASSES)}.")
+    if len(problems.items) != before:
+        return None
+    return Pod(uid, name, containers, inits, overhead, pod_req, pod_lim, str(qos))
+
+
+def _kind(doc: object) -> tuple[str, str]:
+    if not isinstance(doc, dict):
+        return "", ""
+    return str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
+
+
+def _objects(doc: object, where: str, problems: _Problems, out: list[Pod]) -> None:
+    api, kind = _kind(doc)
+    if (api, kind) == ("v1", "Pod"):
+        pod = parse_pod(doc, where, problems)  # type: ignore[arg-type]
+        if pod is not None:
+            out.append(pod)
+    elif api == "v1" and kind in LIST_KINDS:
+        items = doc.get("items") or []  # type: ignore[union-attr]
+        if not isinstance(items, list):
+            problems.add(where, f"items of the {kind} is not a list; expected {FORM}.")
+            return
+        for i, item in enumerate(items):
+            _objects(item, f"{where} items[{i}]", problems, out)
+    else:
+        shown = f"apiVersion {api or '(none)'} kind {kind or '(none)'}"
+        problems.add(where, f"holds {shown}; expected {FORM}.")
+
+
+def _static_dir(path: str, problems: _Problems) -> list[Pod]:
+    """``extractFromDir``: each regular, non-hidden file holds exactly one v1 Pod."""
+    try:
+        names = sorted(n for n in os.listdir(path) if not n.startswith("."))
+    except OSError as err:
+        raise InputError(f"{FIELD}: cannot list {path} ({err.strerror or err}).") from None
+    out: list[Pod] = []
+    for name in names:
+        file = os.path.join(path, name)
+        if not os.path.isfile(file):
+            continue  # the kubelet skips subdirectories and other non-regular entries
+        docs = _json_or_yaml(read_bounded(file, FIELD, LIMIT), f"{FIELD} {file}")
+        if len(docs) != 1 or _kind(docs[0]) != ("v1", "Pod"):
+            problems.add(
+                file, "a static pod file must hold exactly one v1 Pod, as the kubelet reads it."
+            )
+            continue
+        pod = parse_pod(docs[0], file, problems, static_file=True)  # type: ignore[arg-type]
+        if pod is not None:
+            out.append(pod)
+    return out
+
+
+def load_pods(paths: Sequence[str]) -> list[Pod]:
+    """The Pods of every ``--pods`` path; InputError listing every problem, nothing written."""
+    problems = _Problems()
+    pods: list[Pod] = []
+    for path in paths:
+        if os.path.isdir(path):
+            pods += _static_dir(path, problems)
+            continue
+        for doc in _json_or_yaml(read_bounded(path, FIELD, LIMIT), f"{FIELD} {path}"):
+            _objects(doc, path, problems, pods)
+    seen: dict[str, str] = {}
+    for pod in pods:
+        if pod.uid in seen:
+            problems.items.append(
+                f"{FIELD}: pods {seen[pod.uid]} and {pod.name} have the same UID {pod.uid};"
+                " each pod cgroup is named by its UID, give each pod once."
+            )
+        seen[pod.uid] = pod.name
+    if problems.items:
+        raise InputError(problems.items)
+    return pods
+
+
+def pod_cgroups(pods: Sequence[Pod], cfg: NodeConfig, cgroup_v2: bool) -> list[PodCgroup]:
+    """Each pod's cgroup values under ``cfg``'s feature gates and CFS settings."""
+    pod_level = features.enabled(cfg, "PodLevelResources")
+    memory_qos = features.enabled(cfg, "MemoryQoS") and cgroup_v2
+    custom_period = features.enabled(cfg, "CPUCFSQuotaPeriod")
+    return [
+        resource_config(
+            pod_defaults(pod, pod_level),
+            pod_level_resources=pod_level,
+            enforce_cpu_limits=cfg.cpu_cfs_quota,
+            cpu_period=cfg.cpu_cfs_quota_period,
+            custom_period=custom_period,
+            memory_qos=memory_qos,
+            pod_pids_limit=cfg.pod_max_pids,
+        )
+        for pod in pods
+    ]
