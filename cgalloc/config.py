@@ -398,9 +398,9 @@ def _check_config_fields(doc: dict, path: str, problems: list[str]) -> None:
         if error is None:
             continue
         got, failed_type = error
-        form = f.form if f else "true or false"
+        form, label = (f.form, f.label) if f else ("true or false", name)
         problems.append(
-            f"{f.label if f else name} in {path}: the kubelet refuses this file (failed to decode: json: cannot"
+            f"{label} in {path}: the kubelet refuses this file (failed to decode: json: cannot"
             f" unmarshal {got} into Go struct field KubeletConfiguration.{name} of type"
             f" {failed_type}); write {form}"
             + (', quoting each value as a string such as cpu: "1".' if "map" in go_type else ".")
