@@ -49,6 +49,7 @@ def test_sixteen_cpu_node_json(capsys):
         "hugepages-1Gi": "0",
         "hugepages-2Mi": "0",
         "memory": "32Gi",
+        "pods": "110",
     }
     assert doc["allocatable"] == {
         "cpu": "14500m",
@@ -56,6 +57,7 @@ def test_sixteen_cpu_node_json(capsys):
         "hugepages-1Gi": "0",
         "hugepages-2Mi": "0",
         "memory": "29196Mi",  # 32Gi - 3Gi - 500Mi
+        "pods": "110",
     }
     assert doc["kubepods"]["limits"] == {
         "cpu": "14500m",
@@ -74,19 +76,21 @@ def test_sixteen_cpu_node_table_is_kubectl_layout(capsys):
     code, out, _ = run(capsys, "show", *SIXTEEN)
     assert code == 0
     lines = out.splitlines()
-    assert lines[:12] == [
+    assert lines[:14] == [
         "Capacity:",
         "  cpu:                16",
         "  ephemeral-storage:  100Gi",
         "  hugepages-1Gi:      0",
         "  hugepages-2Mi:      0",
         "  memory:             32Gi",
+        "  pods:               110",
         "Allocatable:",
         "  cpu:                14500m",
         "  ephemeral-storage:  94489280352",
         "  hugepages-1Gi:      0",
         "  hugepages-2Mi:      0",
         "  memory:             29196Mi",
+        "  pods:               110",
     ]
     assert "  kubepods /kubepods (enforced):" in lines
     assert "    memory:         29Gi" in lines
