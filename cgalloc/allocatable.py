@@ -26,10 +26,10 @@ from cgalloc.errors import InputError
 from cgalloc.quantity import Quantity
 from cgalloc.resources import (
     CPU,
-    PODS,
     EPHEMERAL_STORAGE,
     MEMORY,
     PID,
+    PODS,
     ResourceList,
     add,
     is_hugepages,
