@@ -216,3 +216,42 @@ def check_enforceable(result: Allocatable) -> None:
         raise InputError(
             [f"invalid Node Allocatable configuration: {p}" for p in result.enforce_problems]
         )
+
+
+@dataclass(frozen=True)
+class CpuSets:
+    """The cpusets the kubelet's CPU manager policy gives kubepods and the reserved cgroups."""
+
+    policy: str  # "none", "static", or "static (strict-cpu-reservation)"
+    kubepods: frozenset[int] | None  # None: the kubelet leaves kubepods' cpuset alone
+    reserved_cgroups: frozenset[int] | None
+    kept_off: frozenset[int] = frozenset()  # reserved CPUs pods stay off (strict)
+    notes: tuple[str, ...] = ()
+
+
+def cpu_sets(cfg: NodeConfig, cpus: frozenset[int]) -> CpuSets:
+    """kubepods' and the reserved cgroups' cpusets for ``cfg`` on a node with ``cpus``.
+
+    getCgroupConfig (node_container_manager_linux.go) sets ``CPUSet = GetAllCPUs()`` whenever
+    the policy's GetAllocatableCPUs is empty, which is the none policy; the static policy sets
+    no cpuset there and instead keeps containers' cpusets within its shared pool, which with
+    strict-cpu-reservation leaves out the reserved CPUs (cpumanager/policy_static.go). cgalloc
+    expresses that last rule on kubepods itself, so pods stay off the reserved CPUs.
+    """
+    if cfg.cpu_manager_policy != "static":
+        return CpuSets("none", cpus, cpus)
+    if not cfg.strict_cpu_reservation:
+        return CpuSets("static", None, None)
+    notes: tuple[str, ...] = ()
+    reserved = cfg.reserved_cpus
+    if not reserved:
+        kube, system = effective_reservations(cfg)
+        milli = sum(rl[CPU].milli_value() for rl in (kube, system) if CPU in rl)
+        count = -(-milli // 1000)  # the static policy reserves ceil(reserved cpu) whole CPUs
+        reserved = frozenset(sorted(cpus)[:count])
+        notes = (
+            f"strict-cpu-reservation without reservedSystemCPUs: the kubelet picks {count}"
+            " reserved CPU(s) by topology (takeByTopology); cgalloc assumes the lowest-numbered"
+            " ones. Give --reserved-cpus to pin them.",
+        )
+    return CpuSets("static (strict-cpu-reservation)", cpus - reserved, None, reserved, notes)

@@ -9,7 +9,7 @@ roots are parameters so tests can point them at a fake tree.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from cgalloc.errors import HostError
 from cgalloc.quantity import BINARY_SI, Quantity
@@ -61,6 +61,15 @@ def online_cpus(sys_root: str = "/sys", affinity: Iterable[int] | None = None) -
     online = parse_cpuset(_read(os.path.join(sys_root, "devices/system/cpu/online")))
     usable = os.sched_getaffinity(0) if affinity is None else affinity
     return online & frozenset(usable)
+
+
+def node_cpus(
+    overrides: Mapping[str, Quantity], online: Callable[[], frozenset[int]] = online_cpus
+) -> frozenset[int]:
+    """The planned node's CPUs: 0..N-1 for a ``--capacity cpu=N`` override, else this host's."""
+    if CPU in overrides:
+        return frozenset(range(overrides[CPU].value()))
+    return online()
 
 
 def mem_total_bytes(proc_root: str = "/proc") -> int:

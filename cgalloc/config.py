@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from cgalloc.capacity import CPUSET_FORM, parse_cpuset
+from cgalloc.capacity import CPUSET_FORM, node_cpus, parse_cpuset
 from cgalloc.capacity import online_cpus as host_online_cpus
 from cgalloc.errors import InputError
 from cgalloc.eviction import (
@@ -651,8 +651,7 @@ def _reserved_cpus(
             " (--system-reserved-cgroup) or kubeReservedCgroup (--kube-reserved-cgroup);"
             " unset either the CPU list or both reserved cgroups."
         )
-    # A planned node (--capacity cpu=N) has CPUs 0..N-1 online; otherwise ask this host.
-    online = frozenset(range(overrides[CPU].value())) if CPU in overrides else online_cpus()
+    online = node_cpus(overrides, online_cpus)
     if not cpus <= online:
         problems.append(
             f"{label}: {format_cpuset(cpus)} is not a subset of online-cpus"

@@ -23,7 +23,7 @@ import yaml
 
 from cgalloc import procs
 from cgalloc.allocatable import check_enforceable, compute
-from cgalloc.capacity import online_cpus, parse_cpuset
+from cgalloc.capacity import node_cpus, parse_cpuset
 from cgalloc.cgroupfs import controller_dirs, limit_files, parse_limit_value
 from cgalloc.errors import CgallocError, HostError, InputError
 from cgalloc.quantity import Quantity, QuantityError
@@ -531,9 +531,8 @@ def node_plan(
     """
     alloc = compute(cfg, capacity)
     check_enforceable(alloc)
-    online = online_cpus() if cfg.reserved_cpus else None
     try:
-        desired = desired_tree(cfg, alloc, hierarchy, pods, online)
+        desired = desired_tree(cfg, alloc, hierarchy, pods, node_cpus(cfg.capacity_overrides))
     except ValueError as exc:  # a pod uid the driver cannot name
         raise InputError(f"--pods: {exc}.") from None
     p = build(
