@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from cgalloc.capacity import CPUSET_FORM, node_cpus, parse_cpuset
+from cgalloc.capacity import CPUSET_FORM, node_cpus, parse_cpu_list
 from cgalloc.capacity import online_cpus as host_online_cpus
 from cgalloc.errors import InputError
 from cgalloc.eviction import (
@@ -639,7 +639,7 @@ def _reserved_cpus(
     if not text:
         return frozenset()
     try:
-        cpus = parse_cpuset(text)
+        cpus = parse_cpu_list(text)
     except ValueError:
         problems.append(
             f"invalid configuration: unable to parse {label} {quote(text)}; expected {CPUSET_FORM}."
