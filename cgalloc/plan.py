@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 import yaml
 
 from cgalloc import procs
-from cgalloc.allocatable import check_enforceable, compute
+from cgalloc.allocatable import check_enforceable, compute, cpu_sets
 from cgalloc.capacity import node_cpus, parse_cpuset
 from cgalloc.cgroupfs import controller_dirs, limit_files, parse_limit_value
 from cgalloc.errors import CgallocError, HostError, InputError
 from cgalloc.quantity import Quantity, QuantityError
-from cgalloc.tree import PodSpec, desired_tree
+from cgalloc.tree import PodSpec, desired_tree, naming_notes
 
 # Controllers a node cannot be enforced without; others (cpuset, hugetlb) are skipped if absent.
 ESSENTIAL = ("cpu", "memory", "pids")
@@ -532,7 +532,8 @@ def node_plan(
     alloc = compute(cfg, capacity)
     check_enforceable(alloc)
     try:
-        desired = desired_tree(cfg, alloc, hierarchy, pods, node_cpus(cfg.capacity_overrides))
+        cpus = node_cpus(cfg.capacity_overrides)
+        desired = desired_tree(cfg, alloc, hierarchy, pods, cpus)
     except ValueError as exc:  # a pod uid the driver cannot name
         raise InputError(f"--pods: {exc}.") from None
     p = build(
@@ -543,5 +544,5 @@ def node_plan(
         moves=moves,
         delegated=delegated,
     )
-    p.warnings[:0] = list(alloc.warnings)
+    p.warnings[:0] = [*alloc.warnings, *naming_notes(cfg), *cpu_sets(cfg, cpus).notes]
     return p, desired

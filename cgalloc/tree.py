@@ -336,6 +336,22 @@ def reserved_path(value: str, field: str, driver: str, kubelets: bool = False) -
         ) from None
 
 
+def naming_notes(cfg: NodeConfig) -> list[str]:
+    """Warnings for reserved cgroups whose kubelet name differs from the value given."""
+    notes = []
+    for role, value in (
+        ("system-reserved", cfg.system_reserved_cgroup),
+        ("kube-reserved", cfg.kube_reserved_cgroup),
+    ):
+        enforced = role in cfg.enforce_node_allocatable or (
+            f"{role}-compressible" in cfg.enforce_node_allocatable
+        )
+        note = reserved_mapping_note(RESERVED_FIELDS[role], value, cfg.cgroup_driver)
+        if enforced and note:
+            notes.append(note)
+    return notes
+
+
 @dataclass(frozen=True)
 class DesiredCgroup:
     """One cgroup cgalloc wants: path below the cgroupfs root (no leading '/'), role, limits."""

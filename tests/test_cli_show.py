@@ -65,7 +65,10 @@ def test_sixteen_cpu_node_json(capsys):
         "hugepages-2Mi": "0",
         "memory": "29Gi",
         "pid": "4194304",
+        # getCgroupConfig, none CPU manager policy: all CPUs (kubernetes#125923)
+        "cpuset": "0-15",
     }
+    assert (doc["kubeletVersion"], doc["cpuManagerPolicy"]) == ("1.37", "none")
     assert {"resource": "ephemeral-storage", "source": "eviction-hard nodefs.available<10%",
             "quantity": "10737418400", "lowers": "allocatable"} in doc["breakdown"]  # fmt: skip
     assert doc["warnings"] == []
@@ -110,7 +113,7 @@ def test_yaml_output_and_systemd_names(capsys):
     assert doc["system-reserved"] == {
         "cgroup": "/system.slice",
         "enforced": "full",
-        "limits": {"cpu": "1", "memory": "1Gi"},
+        "limits": {"cpu": "1", "memory": "1Gi", "cpuset": "0-7"},
     }
     assert out.index("allocatable:") < out.index("breakdown:") < out.index("capacity:")
 
