@@ -307,3 +307,31 @@ def test_no_create_reserved_names_missing_paths_per_controller(v1_tree, tmp_path
         ],
     ]
     assert snapshot(v1_tree) == before
+
+
+def test_dry_run_writes_cpuset_and_reserved_hugetlb_zero(tree, tmp_path, capsys):
+    # node_container_manager_linux.go getCgroupConfig (none policy: CPUSet = all CPUs) and
+    # cgroup_manager_linux.go maybeSetHugetlb (unrequested page sizes limited to 0)
+    code, out, _ = run(
+        capsys, "setup", "--dry-run", *NODE, "--capacity", "hugepages-2Mi=0",
+        *where(tree, tmp_path),
+    )  # fmt: skip
+    assert code == 0
+    lines = out.splitlines()
+    assert "  write kubepods/cpuset.cpus: (new) -> 0-3" in lines
+    assert "  write system.slice/cpuset.cpus: (new) -> 0-3" in lines
+    assert "  write system.slice/hugetlb.2MB.max: (new) -> 0" in lines
+
+
+def test_cgroups_per_qos_false_limits_the_cgroup_root(tree, tmp_path, capsys):
+    # enforceNodeAllocatableCgroups updates cm.cgroupRoot (not root "/") with the capacity
+    (tree / "mycg").mkdir()
+    code, out, _ = run(
+        capsys, "setup", "--dry-run", "--capacity", "cpu=4,memory=8Gi,pid=4096",
+        "--cgroups-per-qos=false", "--enforce", "none", "--cgroup-root", "mycg/",
+        *where(tree, tmp_path),
+    )  # fmt: skip
+    assert code == 0, out
+    lines = out.splitlines()
+    assert "  write mycg/memory.max: (new) -> 8589934592" in lines
+    assert not any("kubepods" in line for line in lines)
