@@ -203,7 +203,9 @@ def test_enforced_reserved_cgroup_gets_hugetlb_zero(tmp_path):
         assert "faulted" not in done.stdout
         assert done.returncode != 0, done.stdout + done.stderr
         # the same page faults in fine outside the reserved cgroup
-        outside = subprocess.run([sys.executable, "-c", touch], capture_output=True, text=True)
+        outside = subprocess.run(
+            [sys.executable, "-c", touch], capture_output=True, text=True, timeout=60
+        )
         assert outside.stdout.strip() == "faulted", outside.stderr
 
 
