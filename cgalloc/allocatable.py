@@ -9,6 +9,9 @@ pkg/kubelet/nodestatus/setters.go):
   capacity (cpu, memory, hugepages-*, pid): no eviction term, so the eviction manager acts before
   the kernel OOM-kills. Without "pods" enforced they are the full capacity.
 
+``pods`` (maxPods, capped by podsPerCore × cores) is in Capacity and Allocatable alike
+(nodestatus.MachineInfo); nothing reserves it.
+
 Values are clamped at 0, as the kubelet does. Pure: no I/O.
 """
 
@@ -26,6 +29,7 @@ from cgalloc.resources import (
     EPHEMERAL_STORAGE,
     MEMORY,
     PID,
+    PODS,
     ResourceList,
     add,
     is_hugepages,
@@ -82,10 +86,25 @@ def _over_capacity(name: str, reserved: Quantity, capacity: Quantity) -> str:
     )
 
 
+def pods_capacity(cfg: NodeConfig, capacity: Mapping[str, Quantity]) -> Quantity:
+    """nodestatus.MachineInfo: maxPods, or min(podsPerCore × cores, maxPods) when podsPerCore
+    is above 0."""
+    pods = cfg.max_pods
+    if cfg.pods_per_core > 0 and CPU in capacity:
+        pods = min(capacity[CPU].value() * cfg.pods_per_core, cfg.max_pods)
+    return Quantity.from_int(pods)
+
+
 def _reserved_cgroup(
-    kind: str, reserved: ResourceList, cfg: NodeConfig, problems: list[str], warnings: list[str]
+    kind: str, reserved: ResourceList, cfg: NodeConfig, problems: list[str]
 ) -> ResourceList | None:
-    """Limits of the ``kind``-reserved cgroup when it is enforced, else None."""
+    """Limits of the ``kind``-reserved cgroup when it is enforced, else None.
+
+    Like enforceExistingCgroup, a reservation that holds nothing the mode enforces (only
+    ephemeral-storage, or memory under -compressible) still succeeds: the cgroup gets the
+    cpuset and hugetlb limits only. Only an empty reservation fails, as the kubelet's nil map
+    does in getCgroupConfig.
+    """
     enforce = cfg.enforce_node_allocatable
     if f"{kind}-reserved" in enforce:
         keep = FULL_RESOURCES
@@ -93,20 +112,16 @@ def _reserved_cgroup(
         keep = COMPRESSIBLE_RESOURCES
     else:
         return None
-    limits = {name: q for name, q in reserved.items() if name in keep}
-    if not limits:
-        field = (
-            "kubeReserved (--kube-reserved)"
-            if kind == "kube"
-            else ("systemReserved (--system-reserved)")
-        )
-        what = " or ".join(keep)
+    given = cfg.kube_reserved if kind == "kube" else cfg.system_reserved
+    if not given and not (kind == "system" and cfg.reserved_cpus):
+        title = "Kube" if kind == "kube" else "System"
+        value = cfg.kube_reserved_cgroup if kind == "kube" else cfg.system_reserved_cgroup
         problems.append(
-            f"{kind}-reserved is enforced but {field} reserves no {what};"
-            f" reserve {what} or stop enforcing {kind}-reserved."
+            f"Failed to enforce {title} Reserved Cgroup Limits on {value!r}: the cgroup is not"
+            f" configured properly ({kind}Reserved is empty); reserve at least one resource in"
+            f" {kind}Reserved (--{kind}-reserved) or stop enforcing {kind}-reserved."
         )
-        warnings.append(f"{kind}-reserved is enforced but {field} reserves no {what}.")
-    return limits
+    return {name: q for name, q in reserved.items() if name in keep}
 
 
 def compute(cfg: NodeConfig, capacity: Mapping[str, Quantity]) -> Allocatable:
@@ -146,12 +161,18 @@ def compute(cfg: NodeConfig, capacity: Mapping[str, Quantity]) -> Allocatable:
             terms.append(Term(name, source, evicted[name]))
         if total:
             reservation[name] = total
-        if total > cap:
-            problems.append(_over_capacity(name, total, cap))
-            shown = "the kubepods limit" if name == PID else "Allocatable"
+        if total > cap and name == PID:
+            # validateNodeAllocatable checks cm.capacity, which has no pid: the kubelet starts.
             warnings.append(
-                f"{name}: the reservation of {total} exceeds the capacity of {cap}, so {shown}"
-                " shows 0; the kubelet would refuse to start with this configuration."
+                f"pid: the reservation of {total} exceeds the pid capacity of {cap}; the kubelet"
+                " still starts (its reservation check leaves pid out) and the kubepods pids"
+                " limit clamps to 0, which the cgroup library leaves unwritten."
+            )
+        elif total > cap:
+            problems.append(_over_capacity(name, total, cap))
+            warnings.append(
+                f"{name}: the reservation of {total} exceeds the capacity of {cap}, so"
+                " Allocatable shows 0; the kubelet would refuse to start with this configuration."
             )
 
     node_capacity = {k: v for k, v in capacity.items() if k != PID}
@@ -172,8 +193,11 @@ def compute(cfg: NodeConfig, capacity: Mapping[str, Quantity]) -> Allocatable:
     internal = {k: v for k, v in capacity.items() if k != EPHEMERAL_STORAGE}
     kubepods = subtract_clamped(internal, add(system, kube)) if enforce_pods else dict(internal)
 
-    kube_limits = _reserved_cgroup("kube", kube, cfg, problems, warnings)
-    system_limits = _reserved_cgroup("system", system, cfg, problems, warnings)
+    kube_limits = _reserved_cgroup("kube", kube, cfg, problems)
+    system_limits = _reserved_cgroup("system", system, cfg, problems)
+    pods = pods_capacity(cfg, capacity)
+    node_capacity[PODS] = pods
+    allocatable[PODS] = pods
     return Allocatable(
         capacity=node_capacity,
         allocatable=allocatable,
@@ -192,3 +216,42 @@ def check_enforceable(result: Allocatable) -> None:
         raise InputError(
             [f"invalid Node Allocatable configuration: {p}" for p in result.enforce_problems]
         )
+
+
+@dataclass(frozen=True)
+class CpuSets:
+    """The cpusets the kubelet's CPU manager policy gives kubepods and the reserved cgroups."""
+
+    policy: str  # "none", "static", or "static (strict-cpu-reservation)"
+    kubepods: frozenset[int] | None  # None: the kubelet leaves kubepods' cpuset alone
+    reserved_cgroups: frozenset[int] | None
+    kept_off: frozenset[int] = frozenset()  # reserved CPUs pods stay off (strict)
+    notes: tuple[str, ...] = ()
+
+
+def cpu_sets(cfg: NodeConfig, cpus: frozenset[int]) -> CpuSets:
+    """kubepods' and the reserved cgroups' cpusets for ``cfg`` on a node with ``cpus``.
+
+    getCgroupConfig (node_container_manager_linux.go) sets ``CPUSet = GetAllCPUs()`` whenever
+    the policy's GetAllocatableCPUs is empty, which is the none policy; the static policy sets
+    no cpuset there and instead keeps containers' cpusets within its shared pool, which with
+    strict-cpu-reservation leaves out the reserved CPUs (cpumanager/policy_static.go). cgalloc
+    expresses that last rule on kubepods itself, so pods stay off the reserved CPUs.
+    """
+    if cfg.cpu_manager_policy != "static":
+        return CpuSets("none", cpus, cpus)
+    if not cfg.strict_cpu_reservation:
+        return CpuSets("static", None, None)
+    notes: tuple[str, ...] = ()
+    reserved = cfg.reserved_cpus
+    if not reserved:
+        kube, system = effective_reservations(cfg)
+        milli = sum(rl[CPU].milli_value() for rl in (kube, system) if CPU in rl)
+        count = -(-milli // 1000)  # the static policy reserves ceil(reserved cpu) whole CPUs
+        reserved = frozenset(sorted(cpus)[:count])
+        notes = (
+            f"strict-cpu-reservation without reservedSystemCPUs: the kubelet picks {count}"
+            " reserved CPU(s) by topology (takeByTopology); cgalloc assumes the lowest-numbered"
+            " ones. Give --reserved-cpus to pin them.",
+        )
+    return CpuSets("static (strict-cpu-reservation)", cpus - reserved, None, reserved, notes)

@@ -9,7 +9,7 @@ roots are parameters so tests can point them at a fake tree.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from cgalloc.errors import HostError
 from cgalloc.quantity import BINARY_SI, Quantity
@@ -48,6 +48,33 @@ def parse_cpuset(text: str) -> frozenset[int]:
     return frozenset(cpus)
 
 
+def _atoi(text: str) -> int:
+    """Go's strconv.Atoi: an optional sign and ASCII digits, nothing else (no spaces)."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not (digits.isascii() and digits.isdigit()):
+        raise ValueError(f"strconv.Atoi: parsing {text!r}: invalid syntax")
+    return int(text)
+
+
+def parse_cpu_list(text: str) -> frozenset[int]:
+    """k8s.io/utils/cpuset Parse, as the kubelet reads reservedSystemCPUs: items split on ","
+    then on the first "-", each number read by strconv.Atoi, so "+1" is CPU 1 and " 1" is
+    refused. Raises ValueError."""
+    if text == "":
+        return frozenset()
+    cpus: set[int] = set()
+    for item in text.split(","):
+        first, sep, last = item.partition("-")
+        start = _atoi(first)
+        end = _atoi(last) if sep else start
+        if start > end:
+            raise ValueError(f"invalid range {item!r} ({start} > {end})")
+        if start < 0 or end > MAX_CPU_ID:
+            raise ValueError(f"{item!r} names a CPU outside 0-{MAX_CPU_ID}")
+        cpus.update(range(start, end + 1))
+    return frozenset(cpus)
+
+
 def _read(path: str) -> str:
     try:
         with open(path, encoding="ascii") as f:
@@ -61,6 +88,15 @@ def online_cpus(sys_root: str = "/sys", affinity: Iterable[int] | None = None) -
     online = parse_cpuset(_read(os.path.join(sys_root, "devices/system/cpu/online")))
     usable = os.sched_getaffinity(0) if affinity is None else affinity
     return online & frozenset(usable)
+
+
+def node_cpus(
+    overrides: Mapping[str, Quantity], online: Callable[[], frozenset[int]] = online_cpus
+) -> frozenset[int]:
+    """The planned node's CPUs: 0..N-1 for a ``--capacity cpu=N`` override, else this host's."""
+    if CPU in overrides:
+        return frozenset(range(overrides[CPU].value()))
+    return online()
 
 
 def mem_total_bytes(proc_root: str = "/proc") -> int:
@@ -90,14 +126,19 @@ def filesystem_bytes(path: str) -> int:
 
 
 def max_pids(proc_root: str = "/proc") -> int:
-    """The kubelet's MaxPID: min(kernel.pid_max, kernel.threads-max)."""
+    """The kubelet's MaxPID (pkg/kubelet/stats/pidlimit/pidlimit_linux.go): the smaller of
+    kernel.pid_max and kernel.threads-max, or the one that can be read."""
     values = []
-    for name in ("pid_max", "threads-max"):
-        path = os.path.join(proc_root, "sys/kernel", name)
-        text = _read(path).strip()
-        if not text.isdigit():
-            raise HostError(f"{path} holds {text!r}, not a number.")
-        values.append(int(text))
+    paths = [os.path.join(proc_root, "sys/kernel", name) for name in ("pid_max", "threads-max")]
+    for path in paths:
+        try:
+            text = _read(path).strip()
+        except HostError:
+            continue
+        if text.isascii() and text.isdigit():
+            values.append(int(text))
+    if not values:
+        raise HostError(f"cannot read a number from {paths[0]} or {paths[1]}.")
     return min(values)
 
 

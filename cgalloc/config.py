@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cgalloc import features
-from cgalloc.capacity import CPUSET_FORM, MAX_CPU_ID, parse_cpuset
+from cgalloc.capacity import CPUSET_FORM, MAX_CPU_ID, node_cpus, parse_cpu_list
 from cgalloc.capacity import online_cpus as host_online_cpus
 from cgalloc.errors import InputError
 from cgalloc.eviction import (
@@ -41,6 +41,7 @@ from cgalloc.resources import (
     hugepage_size_bytes,
     is_hugepages,
 )
+from cgalloc.versions import DEFAULT_KUBELET_VERSION, VERSION_FORM, normalise
 
 CONFIG_API_VERSION = "kubelet.config.k8s.io/v1beta1"
 CONFIG_KIND = "KubeletConfiguration"
@@ -61,10 +62,20 @@ DRIVERS = ("cgroupfs", "systemd")
 DEFAULT_ROOT_DIR = "/var/lib/kubelet"
 MERGE_DEFAULT_EVICTION = "mergeDefaultEvictionSettings"
 ENFORCE_LABEL = "enforceNodeAllocatable (--enforce-node-allocatable)"
-# The kubelet minor cgalloc matches by default. The i7-node branch owns versions.py and
-# --kubelet-version; this plain field keeps the feature-gate defaults working until the merge.
-DEFAULT_KUBELET_VERSION = "1.37"
 DEFAULT_CFS_PERIOD_US = 100000  # cpuCFSQuotaPeriod's default, 100ms
+DEFAULT_MAX_PODS = 110
+CPU_MANAGER_POLICIES = ("none", "static")
+STRICT_CPU_RESERVATION = "strict-cpu-reservation"
+# The static policy's options (pkg/kubelet/cm/cpumanager/policy_options.go); only
+# strict-cpu-reservation changes a cgroup, the others are accepted and have no cgroup effect.
+CPU_MANAGER_OPTIONS = (
+    "full-pcpus-only",
+    "distribute-cpus-across-numa",
+    "align-by-socket",
+    "distribute-cpus-across-cores",
+    STRICT_CPU_RESERVATION,
+    "prefer-align-cpus-by-uncorecache",
+)
 
 
 @dataclass(frozen=True)
@@ -91,7 +102,19 @@ class NodeConfig:
     cpu_cfs_quota: bool = True
     cpu_cfs_quota_period: int = DEFAULT_CFS_PERIOD_US  # µs
     static_pod_path: str = ""
-    kubelet_version: str = DEFAULT_KUBELET_VERSION  # i7-node: versions.py decides the default
+    max_pods: int = DEFAULT_MAX_PODS
+    pods_per_core: int = 0
+    cpu_manager_policy: str = "none"
+    cpu_manager_policy_options: dict[str, str] = field(default_factory=dict)
+    kubelet_version: str = DEFAULT_KUBELET_VERSION
+
+    @property
+    def strict_cpu_reservation(self) -> bool:
+        """The static policy's strict-cpu-reservation option: pods stay off the reserved CPUs."""
+        return (
+            self.cpu_manager_policy == "static"
+            and self.cpu_manager_policy_options.get(STRICT_CPU_RESERVATION) == "true"
+        )
 
 
 @dataclass(frozen=True)
@@ -143,6 +166,15 @@ FIELDS = (
         "a duration such as 100ms, from 1ms to 1s",
     ),
     Field("staticPodPath", "pod-manifest-path", "str", "a directory or file path"),
+    Field("maxPods", "max-pods", "int", "a whole number of pods such as 110"),
+    Field("podsPerCore", "pods-per-core", "int", "a whole number, 0 for no per-core cap"),
+    Field("cpuManagerPolicy", "cpu-manager-policy", "str", "none or static"),
+    Field(
+        "cpuManagerPolicyOptions",
+        "cpu-manager-policy-options",
+        "map",
+        "name=value pairs such as strict-cpu-reservation=true",
+    ),
     Field(None, "experimental-allocatable-ignore-eviction", "bool", "true or false"),
     Field(None, "root-dir", "str", "an absolute directory path such as /var/lib/kubelet"),
     Field(
@@ -152,11 +184,12 @@ FIELDS = (
         "name=quantity pairs separated by commas, such as cpu=16,memory=64Gi;"
         " names are cpu, memory, ephemeral-storage, pid or hugepages-<size>",
     ),
+    Field(None, "kubelet-version", "str", VERSION_FORM),
 )
 BY_FLAG = {f.flag: f for f in FIELDS}
 BY_CONFIG = {f.config: f for f in FIELDS if f.config}
-# Flags a node-config.yaml may carry; cgalloc's own --capacity is command-line only.
-KUBELET_FLAGS = frozenset(BY_FLAG) - {"capacity"}
+# Flags a node-config.yaml may carry; cgalloc's own options are command-line only.
+KUBELET_FLAGS = frozenset(BY_FLAG) - {"capacity", "kubelet-version"}
 
 DEFAULTS: dict[str, object] = {
     "kube-reserved": {},
@@ -178,6 +211,11 @@ DEFAULTS: dict[str, object] = {
     "cpu-cfs-quota": True,
     "cpu-cfs-quota-period": "100ms",
     "pod-manifest-path": "",
+    "max-pods": DEFAULT_MAX_PODS,
+    "pods-per-core": 0,
+    "cpu-manager-policy": "none",
+    "cpu-manager-policy-options": {},
+    "kubelet-version": DEFAULT_KUBELET_VERSION,
 }
 
 # strconv.ParseBool's spellings
@@ -239,7 +277,10 @@ def _fold_flag(f: Field, occurrences: Sequence[str], problems: list[str]) -> obj
                 problems.append(f"{f.label}: {problem}; expected {f.form}.")
         return gates
     if f.kind == "list":
-        return [i.strip() for text in occurrences for i in text.split(",") if i.strip()]
+        # pflag's StringSlice reads each occurrence as one CSV record: items keep their spaces
+        # and an empty item stays, so "pods, kube-reserved" and "pods," are refused later as the
+        # kubelet refuses them; an empty occurrence is an empty list.
+        return [i for text in occurrences if text for i in text.split(",")]
     last = occurrences[-1]
     if f.kind == "bool":
         try:
@@ -334,36 +375,78 @@ def _scalar_text(value: object) -> str | None:
     return None
 
 
+# The Go type of each KubeletConfiguration field cgalloc reads (k8s.io/kubelet/config/v1beta1).
+GO_TYPES = {
+    "map": "map[string]string",
+    "pairs": "map[string]string",
+    "list": "[]string",
+    "str": "string",
+    "bool": "bool",
+    "gates": "map[string]bool",
+}
+GO_INT_TYPES = {"podPidsLimit": "int64", "maxPods": "int32", "podsPerCore": "int32"}
+_INT_RANGES = {"int64": 63, "int32": 31}
+
+
+def _json_kind(value: object) -> str:
+    """How encoding/json names a decoded YAML value in an UnmarshalTypeError."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _type_error(value: object, go_type: str) -> tuple[str, str] | None:
+    """(value text, Go type) of the UnmarshalTypeError when ``value`` cannot decode into
+    ``go_type``; an element of a map or list that is not a string fails as type string."""
+    if go_type.startswith("map[") or go_type == "[]string":
+        container = dict if go_type.startswith("map[") else list
+        if not isinstance(value, container):
+            return _json_kind(value), go_type
+        items = value.values() if isinstance(value, dict) else value
+        element = bool if go_type == "map[string]bool" else str
+        bad = next((v for v in items if v is not None and not isinstance(v, element)), None)
+        return None if bad is None else (_json_kind(bad), "bool" if element is bool else "string")
+    if go_type in _INT_RANGES:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return _json_kind(value), go_type
+        bits = _INT_RANGES[go_type]
+        if isinstance(value, float) or not -(1 << bits) <= value < (1 << bits):
+            return f"number {value}", go_type
+        return None
+    expected = bool if go_type == "bool" else str
+    return None if isinstance(value, expected) else (_json_kind(value), go_type)
+
+
 def _check_config_fields(doc: dict, path: str, problems: list[str]) -> None:
-    """Type-check the fields cgalloc reads; every other KubeletConfiguration field is ignored."""
+    """Refuse what the kubelet's decoder refuses in the fields cgalloc reads.
+
+    The kubelet decodes its config (YAML turned into JSON) with encoding/json semantics, so an
+    unquoted number where a string belongs fails the whole file with ``failed to decode: json:
+    cannot unmarshal number into Go struct field KubeletConfiguration.<field> of type <type>``
+    (pkg/kubelet/kubeletconfig/util/codec/codec.go DecodeKubeletConfiguration). Every other
+    field is ignored.
+    """
     for name, f in [*BY_CONFIG.items(), (MERGE_DEFAULT_EVICTION, None)]:
         value = doc.get(name)
         if value is None:
             continue
-        label = f.label if f else MERGE_DEFAULT_EVICTION
         kind = f.kind if f else "bool"
-        if kind in ("map", "pairs"):
-            ok = isinstance(value, dict) and all(
-                isinstance(k, str) and _scalar_text(v) is not None and not isinstance(v, bool)
-                for k, v in value.items()
-            )
-            form = "a map of names to string values"
-        elif kind == "gates":
-            ok = isinstance(value, dict) and all(
-                isinstance(k, str) and isinstance(v, bool) for k, v in value.items()
-            )
-            form = "a map of gate names to true or false"
-        elif kind == "list":
-            ok = isinstance(value, list) and all(isinstance(i, str) for i in value)
-            form = "a list of strings"
-        elif kind == "bool":
-            ok, form = isinstance(value, bool), "true or false"
-        elif kind == "int":
-            ok, form = isinstance(value, int) and not isinstance(value, bool), "an integer"
-        else:
-            ok, form = isinstance(value, str), "a string"
-        if not ok:
-            problems.append(f"{label} in {path}: {value!r} has the wrong type; expected {form}.")
+        go_type = GO_INT_TYPES.get(name, GO_TYPES.get(kind, "string"))
+        error = _type_error(value, go_type)
+        if error is None:
+            continue
+        got, failed_type = error
+        form, label = (f.form, f.label) if f else ("true or false", name)
+        problems.append(
+            f"{label} in {path}: the kubelet refuses this file (failed to decode: json: cannot"
+            f" unmarshal {got} into Go struct field KubeletConfiguration.{name} of type"
+            f" {failed_type}); write {form}"
+            + (', quoting each value as a string such as cpu: "1".' if "map" in go_type else ".")
+        )
 
 
 def merge_patch(target: object, patch: object) -> object:
@@ -385,27 +468,47 @@ def dropin_files(directory: str) -> list[str]:
     return [os.path.join(directory, n) for n in names if os.path.isfile(os.path.join(directory, n))]
 
 
+def _defaulted_eviction(doc: dict) -> dict:
+    """``doc`` with evictionHard as the kubelet's loadConfigFile leaves it.
+
+    A main config file without evictionHard gets the default set (cmd/kubelet/app/server.go
+    loadConfigFile); one with ``mergeDefaultEvictionSettings: true`` keeps the default signals
+    it does not set; otherwise its partial map replaces the defaults.
+    """
+    hard = doc.get("evictionHard")
+    if hard is None:
+        return {**doc, "evictionHard": dict(DEFAULT_EVICTION_HARD)}
+    if doc.get(MERGE_DEFAULT_EVICTION) is True:
+        return {**doc, "evictionHard": {**DEFAULT_EVICTION_HARD, **hard}}
+    return doc
+
+
 def config_file_layer(
     config: str | None, config_dir: str | None, problems: list[str]
 ) -> dict[str, object]:
-    """Flag-keyed values from a KubeletConfiguration file and its drop-ins, defaults resolved."""
-    expected = f"a {CONFIG_KIND} document (apiVersion {CONFIG_API_VERSION})"
-    merged: dict = {}
+    """Flag-keyed values from a KubeletConfiguration file and its drop-ins, defaults resolved.
 
-    def merge(path: str, option: str) -> None:
-        nonlocal merged
+    As in cmd/kubelet/app/server.go: the main file is decoded and defaulted (loadConfigFile),
+    then each drop-in is merged over that defaulted config as a JSON merge patch
+    (mergeKubeletConfigurations), so a drop-in's partial evictionHard keeps the other signals.
+    """
+    expected = f"a {CONFIG_KIND} document (apiVersion {CONFIG_API_VERSION})"
+
+    def read(path: str, option: str) -> dict | None:
         doc = _read_document(path, option, expected, problems)
         if doc is None or not _check_kind(
             doc, path, option, CONFIG_API_VERSION, CONFIG_KIND, problems
         ):
-            return
+            return None
         before = len(problems)
         _check_config_fields(doc, path, problems)
-        if len(problems) == before:
-            merged = merge_patch(merged, doc)  # type: ignore[assignment]
+        return doc if len(problems) == before else None
 
+    merged: dict = {}
     if config:
-        merge(config, "--config")
+        merged = read(config, "--config") or {}
+    if config or config_dir:
+        merged = _defaulted_eviction(merged)
     if config_dir:
         try:
             dropins = dropin_files(config_dir)
@@ -416,17 +519,17 @@ def config_file_layer(
             )
             dropins = []
         for path in dropins:
-            merge(path, "--config-dir")
+            doc = read(path, "--config-dir")
+            if doc is not None:
+                merged = merge_patch(merged, doc)  # type: ignore[assignment]
     out: dict[str, object] = {}
     for name, f in BY_CONFIG.items():
         value = merged.get(name)
         if value is None:
             continue
         if f.kind in ("map", "pairs"):
-            value = {k: _scalar_text(v) for k, v in value.items()}
+            value = {str(k): v for k, v in value.items() if v is not None}
         out[f.flag] = value
-    if "eviction-hard" in out and merged.get(MERGE_DEFAULT_EVICTION) is True:
-        out["eviction-hard"] = {**DEFAULT_EVICTION_HARD, **out["eviction-hard"]}
     return out
 
 
@@ -578,9 +681,12 @@ def _reserved_cpus(
     if not text:
         return frozenset()
     try:
-        cpus = parse_cpuset(text)
+        cpus = parse_cpu_list(text)
     except ValueError as err:  # keeps the specific reason, e.g. a CPU above the kernel's limit
-        problems.append(f"invalid configuration: unable to parse {label} {quote(text)}: {err}.")
+        problems.append(
+            f"invalid configuration: unable to parse {label} {quote(text)}: {err};"
+            f" expected {CPUSET_FORM}."
+        )
         return frozenset()
     if values["system-reserved-cgroup"] or values["kube-reserved-cgroup"]:
         problems.append(
@@ -589,24 +695,13 @@ def _reserved_cpus(
             " unset either the CPU list or both reserved cgroups."
         )
     # A planned node (--capacity cpu=N) has CPUs 0..N-1 online; otherwise ask this host.
-    # (compared without listing 0..N-1: a capacity of 1e8 CPUs must not build a set of 1e8)
-    if CPU in overrides:
-        count = overrides[CPU].value()
-        if count > MAX_CPU_ID + 1:
-            problems.append(
-                f"{label}: --capacity cpu={overrides[CPU]} is more CPUs than the kernel supports"
-                f" ({MAX_CPU_ID + 1}); give the node's real CPU count."
-            )
-            return cpus
-        online = frozenset(c for c in cpus if c < count)
-        shown = f"0-{count - 1}" if count > 1 else "0" if count == 1 else ""
-    else:
-        online = online_cpus()
-        shown = format_cpuset(online)
+    if CPU in overrides and overrides[CPU].value() > MAX_CPU_ID + 1:
+        return cpus  # refused in build(): more CPUs than the kernel supports
+    online = node_cpus(overrides, online_cpus)
     if not cpus <= online:
         problems.append(
             f"{label}: {format_cpuset(cpus)} is not a subset of online-cpus"
-            f" {shown or '(none)'}; choose CPUs from the online set."
+            f" {format_cpuset(online) or '(none)'}; choose CPUs from the online set."
         )
     return cpus
 
@@ -642,9 +737,11 @@ def _strings(values: Mapping[str, object], problems: list[str]) -> None:
     if driver not in DRIVERS:
         f = BY_FLAG["cgroup-driver"]
         problems.append(f"{f.label}: {quote(driver)} is not a cgroup driver; use {f.form}.")
-    # with systemd a reserved cgroup may also be a bare slice name such as system.slice
+    # The kubelet parses cgroupRoot with ParseCgroupfsToCgroupName, which takes a relative name
+    # such as "kubelet" as "/kubelet"; root-dir must be absolute, and so must a reserved cgroup
+    # under the cgroupfs driver (with systemd it may be a bare slice name such as system.slice).
     reserved = ("kube-reserved-cgroup", "system-reserved-cgroup") if driver != "systemd" else ()
-    for flag in ("cgroup-root", "root-dir", *reserved):
+    for flag in ("root-dir", *reserved):
         f = BY_FLAG[flag]
         text = str(values[flag])
         if text and not text.startswith("/"):
@@ -653,6 +750,62 @@ def _strings(values: Mapping[str, object], problems: list[str]) -> None:
     if isinstance(pids, int) and pids < -1:
         f = BY_FLAG["pod-max-pids"]
         problems.append(f"{f.label}: {pids} is below -1; use {f.form}.")
+    # ValidateKubeletConfiguration (pkg/kubelet/apis/config/validation/validation.go)
+    for flag in ("max-pods", "pods-per-core"):
+        f = BY_FLAG[flag]
+        number = values[flag]
+        if isinstance(number, int) and number < 0:
+            problems.append(
+                f"invalid configuration: {f.label} {number} must not be a negative number;"
+                f" use {f.form}."
+            )
+    if normalise(str(values["kubelet-version"])) is None:
+        f = BY_FLAG["kubelet-version"]
+        problems.append(f"{f.label}: {quote(str(values['kubelet-version']))} is not {f.form}.")
+
+
+def _cpu_manager(
+    values: Mapping[str, object], kube: ResourceList, system: ResourceList, problems: list[str]
+) -> tuple[str, dict[str, str]]:
+    """The CPU manager policy and options, refused where the kubelet's cpumanager.NewManager
+    refuses them (pkg/kubelet/cm/cpumanager/cpu_manager.go, policy_none.go, policy_options.go)."""
+    policy = str(values["cpu-manager-policy"])
+    options: dict[str, str] = values["cpu-manager-policy-options"]  # type: ignore[assignment]
+    f = BY_FLAG["cpu-manager-policy"]
+    if policy not in CPU_MANAGER_POLICIES:
+        problems.append(f'{f.label}: unknown policy: "{policy}"; use {f.form}.')
+        return policy, options
+    opt = BY_FLAG["cpu-manager-policy-options"]
+    if policy == "none":
+        if options:
+            shown = " ".join(f"{k}:{v}" for k, v in sorted(options.items()))
+            problems.append(
+                f"{opt.label}: None policy: received unsupported options=map[{shown}];"
+                " give options only with the static policy."
+            )
+        return policy, options
+    for name, value in options.items():
+        if name not in CPU_MANAGER_OPTIONS:
+            problems.append(
+                f"{opt.label}: unsupported cpumanager option: {quote(name)} ({value}); use"
+                f" one of {', '.join(CPU_MANAGER_OPTIONS)}."
+            )
+        elif value not in BOOL_WORDS:
+            problems.append(
+                f"{opt.label}: bad value for option {quote(name)}: strconv.ParseBool: parsing"
+                f" {quote(value)}: invalid syntax; use true or false."
+            )
+    options = {
+        k: ("true" if BOOL_WORDS[v] else "false") if v in BOOL_WORDS else v
+        for k, v in options.items()
+    }
+    reserved = sum(rl[CPU].milli_value() for rl in (kube, system) if CPU in rl)
+    if not reserved and not values["reserved-cpus"]:
+        problems.append(
+            f"{f.label}: [cpumanager] unable to determine reserved CPU resources for static"
+            " policy; reserve CPU with kubeReserved/systemReserved cpu or reservedSystemCPUs."
+        )
+    return policy, options
 
 
 _DURATION_UNITS = {"ns": 1, "us": 1000, "µs": 1000, "μs": 1000, "ms": 10**6, "s": 10**9,
@@ -741,6 +894,12 @@ def build(
     overrides = _quantities(
         BY_FLAG["capacity"], mapping("capacity"), _is_capacity_name, problems, "unknown"
     )
+    if CPU in overrides and overrides[CPU].value() > MAX_CPU_ID + 1:
+        # a planned node's CPUs are listed (cpusets); the kernel supports at most this many
+        problems.append(
+            f"{BY_FLAG['capacity'].label}: cpu={overrides[CPU]} is more CPUs than the kernel"
+            f" supports ({MAX_CPU_ID + 1}); give the node's real CPU count."
+        )
     thresholds = _thresholds(mapping("eviction-hard"), problems)
     enforce = _enforcement(values, problems)
     cpus = _reserved_cpus(values, overrides, online_cpus, problems)
@@ -753,6 +912,7 @@ def build(
         f"{label}: {p}; expected {features.FORM}." for p in features.check_gates(gates, version)
     ]
     period = _cfs_period(values, gates, problems)
+    policy, options = _cpu_manager(values, kube, system, problems)
     if problems:
         return None
     return NodeConfig(
@@ -775,6 +935,11 @@ def build(
         cpu_cfs_quota=bool(values["cpu-cfs-quota"]),
         cpu_cfs_quota_period=period,
         static_pod_path=str(values["pod-manifest-path"]),
+        max_pods=int(values["max-pods"]),  # type: ignore[call-overload]
+        pods_per_core=int(values["pods-per-core"]),  # type: ignore[call-overload]
+        cpu_manager_policy=policy,
+        cpu_manager_policy_options=options,
+        kubelet_version=normalise(str(values["kubelet-version"])) or DEFAULT_KUBELET_VERSION,
     )
 
 

@@ -30,12 +30,14 @@ KNOWN_SIGNALS = (
     "allocatableMemory.available",
 )
 
-# KubeletConfiguration v1beta1 defaults (Linux).
+# The kubelet's Linux default (pkg/kubelet/eviction/defaults_linux.go DefaultEvictionHard; the
+# fifth signal since kubernetes#121834, in every supported minor).
 DEFAULT_EVICTION_HARD: dict[str, str] = {
     "memory.available": "100Mi",
     "nodefs.available": "10%",
     "nodefs.inodesFree": "5%",
     "imagefs.available": "15%",
+    "imagefs.inodesFree": "5%",
 }
 
 # hardEvictionReservation: only these signals lower Allocatable, each from one resource.

@@ -20,13 +20,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from cgalloc import procs
-from cgalloc.allocatable import check_enforceable, compute
-from cgalloc.capacity import online_cpus, parse_cpuset
+from cgalloc.allocatable import check_enforceable, compute, cpu_sets
+from cgalloc.capacity import node_cpus, parse_cpuset
 from cgalloc.cgroupfs import controller_dirs, limit_files, parse_limit_value
 from cgalloc.errors import CgallocError, HostError, InputError
 from cgalloc.kernel_ranges import name_problem, value_problem
 from cgalloc.pods import pod_cgroups
-from cgalloc.tree import desired_tree
+from cgalloc.tree import desired_tree, naming_notes
 
 # Controllers a node cannot be enforced without; others (cpuset, hugetlb) are skipped if absent.
 ESSENTIAL = ("cpu", "memory", "pids")
@@ -570,10 +570,10 @@ def node_plan(
     """
     alloc = compute(cfg, capacity)
     check_enforceable(alloc)
-    online = online_cpus() if cfg.reserved_cpus else None
     cgroups = pod_cgroups(pods, cfg, hierarchy.version == "v2")
     try:
-        desired = desired_tree(cfg, alloc, hierarchy, cgroups, online)
+        cpus = node_cpus(cfg.capacity_overrides)
+        desired = desired_tree(cfg, alloc, hierarchy, cgroups, cpus)
     except ValueError as exc:  # a pod uid the driver cannot name
         raise InputError(f"--pods: {exc}.") from None
     p = build(
@@ -584,5 +584,5 @@ def node_plan(
         moves=moves,
         delegated=delegated,
     )
-    p.warnings[:0] = list(alloc.warnings)
+    p.warnings[:0] = [*alloc.warnings, *naming_notes(cfg), *cpu_sets(cfg, cpus).notes]
     return p, desired

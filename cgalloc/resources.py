@@ -10,6 +10,7 @@ CPU = "cpu"
 MEMORY = "memory"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 PID = "pid"
+PODS = "pods"
 HUGEPAGES_PREFIX = "hugepages-"
 
 ResourceList = dict[str, Quantity]

@@ -1,11 +1,12 @@
 """Cgroup names for the cgroupfs and systemd drivers, and the desired node tree.
 
 Naming follows the kubelet's ``CgroupName`` (``pkg/kubelet/cm/cgroup_manager_linux.go``) and
-``ExpandSlice`` (opencontainers/cgroups). Two deliberate differences: names that cannot
-round-trip through a driver are rejected with a reason instead of being silently mangled, and a
-reserved cgroup given as a systemd unit path (``/system.slice/kubelet.service``) is used as that
-unit's real cgroup instead of ``/kubelet.service.slice`` (kubernetes issue #110288).
-Pure: no I/O.
+``ExpandSlice`` (opencontainers/cgroups). A reserved cgroup is the cgroup the kubelet will look
+for (``kubelet_reserved_path``): with the systemd driver it keeps only the last component, so
+``/kube-reserved.slice`` is ``/kube.slice/kube-reserved.slice`` and
+``/system.slice/kubelet.service`` is ``/kubelet.service.slice`` (kubernetes#110288). cgalloc
+creates and limits that cgroup, and for a unit path also limits the unit's real cgroup
+(``reserved_cgroup_path``), which is where the daemons run. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from cgalloc.limits import (
     MIN_SHARES,
     Limits,
     format_cpuset,
+    hugepage_limits,
     limits_from_resources,
     milli_cpu_to_shares,
 )
@@ -172,29 +174,93 @@ def _unit_path(value: str) -> str | None:
     return f"{parent}/{unit}"
 
 
-def reserved_cgroup_path(value: str, driver: str) -> str:
-    """The absolute cgroup path of a --kube-reserved-cgroup / --system-reserved-cgroup value.
+def kubelet_systemd_name(value: str) -> CgroupName:
+    """ParseSystemdToCgroupName as the kubelet does it: only ``path.Base`` of the value counts,
+    ".slice" is trimmed, "-" splits the parts and "_" is unescaped to "-"."""
+    trimmed = value.rstrip("/")
+    if not trimmed:
+        return ROOT
+    base = posixpath.basename(trimmed)
+    stem = base.removesuffix(SLICE_SUFFIX)
+    parts = tuple(p.replace("_", "-") for p in stem.split("-"))
+    if parts == ("", ""):  # "-.slice"
+        return ROOT
+    if "" in parts:
+        raise CgroupNameError(
+            f"slice name {stem + SLICE_SUFFIX!r} has an empty component between '-' separators,"
+            " which ExpandSlice refuses"
+        )
+    return CgroupName(parts)
 
-    cgroupfs takes a path. systemd takes a slice name (``system.slice``), a slice path
-    (``/kube.slice/kube-reserved.slice``) or a unit's cgroup path
-    (``/system.slice/kubelet.service``), which is kept as is.
-    """
+
+def kubelet_cgroupfs_path(value: str) -> str:
+    """ToCgroupfs(ParseCgroupfsToCgroupName(value)): "/" + path.Join of the parts, so a
+    relative name or a trailing "/" names the same cgroup as its absolute, clean form."""
+    parts = [p for p in value.split("/") if p and p != "."]
+    if ".." in parts:
+        raise CgroupNameError(f"{value!r} has a '..' component")
+    return "/" + "/".join(parts)
+
+
+def kubelet_reserved_path(value: str, driver: str) -> str:
+    """The cgroup the kubelet enforces for a --kube-reserved-cgroup / --system-reserved-cgroup
+    value: ``cgroupManager.CgroupName(value)`` under ``driver``, as an absolute path."""
     if not value:
         raise CgroupNameError("the value is empty")
-    if value.strip("/") == "" or value == "-.slice":
-        raise CgroupNameError("the root cgroup cannot hold a reservation")
     if driver == "systemd":
-        unit = _unit_path(value) if "/" in value else None
+        path = to_systemd(kubelet_systemd_name(value))
+    else:
+        path = kubelet_cgroupfs_path(value)
+    if path == "/":
+        raise CgroupNameError("the root cgroup cannot hold a reservation")
+    return path
+
+
+def reserved_cgroup_path(value: str, driver: str) -> str:
+    """The cgroup the reserved daemons run in: a systemd unit path such as
+    ``/system.slice/kubelet.service`` is that unit's real cgroup; anything else is the
+    kubelet's path (:func:`kubelet_reserved_path`)."""
+    if driver == "systemd" and "/" in value.rstrip("/"):
+        try:
+            unit = _unit_path(value)
+        except CgroupNameError:
+            unit = None
         if unit is not None:
             return unit
-        if "/" not in value and value.endswith(UNIT_SUFFIXES):
-            _unit_path("/" + value)  # raises: a unit needs its slice path
-        return to_systemd(parse_systemd(value))
-    return to_cgroupfs(parse_cgroupfs(value))
+    return kubelet_reserved_path(value, driver)
+
+
+def reserved_mapping_note(field: str, value: str, driver: str) -> str | None:
+    """One warning line when the kubelet's cgroup for ``value`` is not the path written."""
+    try:
+        kubelet = kubelet_reserved_path(value, driver)
+        real = reserved_cgroup_path(value, driver)
+    except CgroupNameError:
+        return None
+    if value.rstrip("/") in (kubelet, kubelet.lstrip("/")):
+        return None
+    note = (
+        f"{field} {value}: the kubelet's {driver} driver looks for {kubelet} (it keeps only the"
+        f" last path component, kubernetes#110288); cgalloc creates and limits {kubelet}"
+    )
+    if real != kubelet:
+        note += f" and also limits the unit's real cgroup {real}, where its processes run"
+    return note + "."
 
 
 def kubepods_name(cgroup_root: str, driver: str) -> CgroupName:
     """NewCgroupName(ParseCgroupfsToCgroupName(cgroupRoot), "kubepods")."""
+    return root_name(cgroup_root, driver).child(KUBEPODS)
+
+
+def root_name(cgroup_root: str, driver: str) -> CgroupName:
+    """ParseCgroupfsToCgroupName(cgroupRoot), checked for ``driver``.
+
+    cgroupfs joins the parts with path.Join, so "kubelet" and "/a/" are "/kubelet" and "/a";
+    systemd turns an empty part into an empty slice component, which ExpandSlice refuses.
+    """
+    if driver != "systemd":
+        return parse_cgroupfs(kubelet_cgroupfs_path(cgroup_root or "/"))
     root = parse_cgroupfs(cgroup_root or "/")
     if driver == "systemd":
         for part in root.parts:
@@ -206,7 +272,7 @@ def kubepods_name(cgroup_root: str, driver: str) -> CgroupName:
                     f"{cgroup_root} would mean {to_systemd(root)}"
                 )
         to_systemd(root)  # rejects '_' early, before any child is named
-    return root.child(KUBEPODS)
+    return root
 
 
 def driver_path(name: CgroupName, driver: str) -> str:
@@ -234,21 +300,56 @@ def kubepods_cgroup(cfg: NodeConfig) -> CgroupName:
 
 
 def kubepods_path(cfg: NodeConfig) -> str | None:
-    """kubepods' absolute path under ``cfg``'s driver; None when cgroupsPerQOS is false."""
-    if not cfg.cgroups_per_qos:
-        return None
-    return driver_path(kubepods_cgroup(cfg), cfg.cgroup_driver)
+    """The absolute path of the cgroup holding the pods under ``cfg``'s driver: kubepods, or
+    with cgroupsPerQOS false the cgroup root itself; None when that is the root cgroup."""
+    name = node_allocatable_cgroup(cfg)
+    return None if name is None else driver_path(name, cfg.cgroup_driver)
 
 
-def reserved_path(value: str, field: str, driver: str) -> str:
-    """``reserved_cgroup_path`` of a reserved-cgroup setting; InputError naming ``field``."""
+def node_allocatable_cgroup(cfg: NodeConfig) -> CgroupName | None:
+    """The cgroup the kubelet keeps Node Allocatable limits on (containerManagerImpl.cgroupRoot).
+
+    With cgroupsPerQOS false it is the cgroup root itself, which enforceNodeAllocatableCgroups
+    still updates with the full capacity when it is not the root cgroup.
+    """
+    if cfg.cgroups_per_qos:
+        return kubepods_cgroup(cfg)
     try:
-        return reserved_cgroup_path(value, driver)
+        root = root_name(cfg.cgroup_root, cfg.cgroup_driver)
+    except CgroupNameError as err:
+        raise InputError(
+            f"cgroupRoot (--cgroup-root) {cfg.cgroup_root!r}: {err}; accepted: an absolute"
+            " cgroupfs-style name such as / or /kubelet."
+        ) from None
+    return root if root.parts else None
+
+
+def reserved_path(value: str, field: str, driver: str, kubelets: bool = False) -> str:
+    """``reserved_cgroup_path`` (or with ``kubelets`` the kubelet's path) of a reserved-cgroup
+    setting; InputError naming ``field``."""
+    try:
+        return (kubelet_reserved_path if kubelets else reserved_cgroup_path)(value, driver)
     except CgroupNameError as err:
         raise InputError(
             f"{field} {value!r}: {err}; accepted: an absolute cgroup path"
             + (", a slice name or a unit's cgroup path." if driver == "systemd" else ".")
         ) from None
+
+
+def naming_notes(cfg: NodeConfig) -> list[str]:
+    """Warnings for reserved cgroups whose kubelet name differs from the value given."""
+    notes = []
+    for role, value in (
+        ("system-reserved", cfg.system_reserved_cgroup),
+        ("kube-reserved", cfg.kube_reserved_cgroup),
+    ):
+        enforced = role in cfg.enforce_node_allocatable or (
+            f"{role}-compressible" in cfg.enforce_node_allocatable
+        )
+        note = reserved_mapping_note(RESERVED_FIELDS[role], value, cfg.cgroup_driver)
+        if enforced and note:
+            notes.append(note)
+    return notes
 
 
 @dataclass(frozen=True)
@@ -296,8 +397,18 @@ def qos_memory_limits(
 
 
 def _supported(limits: Limits, controllers: frozenset[str]) -> Limits:
-    # Like the kubelet, hugetlb limits are skipped when the controller is not there.
-    return limits if "hugetlb" in controllers else replace(limits, hugetlb=())
+    # Like the kubelet, hugetlb and cpuset limits are skipped when the controller is not there.
+    if "hugetlb" not in controllers:
+        limits = replace(limits, hugetlb=())
+    if "cpuset" not in controllers:
+        limits = replace(limits, cpuset_cpus=None, cpuset_mems=None)
+    return limits
+
+
+def with_unrequested_hugetlb(limits: Limits, page_sizes: Iterable[int]) -> Limits:
+    """maybeSetHugetlb (cgroup_manager_linux.go): every page size without a limit gets 0."""
+    given = dict(limits.hugetlb)
+    return replace(limits, hugetlb=tuple(sorted((s, given.get(s, 0)) for s in page_sizes)))
 
 
 def _reserved_entries(cfg: NodeConfig, alloc: Allocatable) -> Iterable[tuple]:
@@ -315,25 +426,36 @@ def desired_tree(
 ) -> list[DesiredCgroup]:
     """The cgroups cgalloc manages for this node, parents first.
 
-    ``online_cpus`` is needed when ``cfg.reserved_cpus`` is set: kubepods then gets the online
-    CPUs minus the reserved ones.
+    ``online_cpus`` are the node's CPUs (the kubelet's GetAllCPUs); without them no cpuset is
+    planned. The CPU manager policy decides the cpusets (``allocatable.cpu_sets``).
     """
+    from cgalloc.allocatable import cpu_sets  # allocatable imports config, which is fine here
+
     driver = cfg.cgroup_driver
     problems: list[str] = []
     out: list[DesiredCgroup] = []
+    sets = cpu_sets(cfg, online_cpus) if online_cpus is not None else None
+    page_sizes = [size for size, _ in hugepage_limits(alloc.capacity)]
 
     def add(name: CgroupName | str, role: str, limits: Limits) -> None:
         path = name if isinstance(name, str) else driver_path(name, driver)
         out.append(DesiredCgroup(path.lstrip("/"), role, _supported(limits, hierarchy.controllers)))
 
-    if cfg.cgroups_per_qos:
-        try:
-            kubepods = kubepods_cgroup(cfg)
-        except InputError as err:
-            problems += err.problems
+    def cpuset(limits: Limits, cpus: frozenset[int] | None) -> Limits:
+        return limits if cpus is None else replace(limits, cpuset_cpus=format_cpuset(cpus))
+
+    try:
+        node_cgroup = node_allocatable_cgroup(cfg)
+    except InputError as err:
+        problems += err.problems
+        node_cgroup = None
+    if node_cgroup is not None:
+        kube_limits = limits_from_resources(alloc.kubepods, compressible_only=False)
+        kube_limits = cpuset(kube_limits, sets.kubepods if sets else None)
+        if cfg.cgroups_per_qos:
+            _pod_tree(cfg, alloc, node_cgroup, pods, kube_limits, hierarchy.version == "v2", add)
         else:
-            v2 = hierarchy.version == "v2"
-            _pod_tree(cfg, alloc, kubepods, pods, online_cpus, v2, add)
+            add(node_cgroup, "kubepods", kube_limits)
 
     for role, value, resources in _reserved_entries(cfg, alloc):
         if role in cfg.enforce_node_allocatable:
@@ -345,7 +467,8 @@ def desired_tree(
         if resources is None:
             continue
         try:
-            path = reserved_path(value, RESERVED_FIELDS[role], driver)
+            paths = [reserved_path(value, RESERVED_FIELDS[role], driver, kubelets=True)]
+            paths.append(reserved_path(value, RESERVED_FIELDS[role], driver))
         except InputError as err:
             problems += err.problems
             continue
@@ -353,7 +476,10 @@ def desired_tree(
         if features.enabled(cfg, "MemoryQoS") and limits.memory is not None:
             # enforceExistingCgroup: memory.min = the reservation (Unified, so v2 only)
             limits = replace(limits, memory_min=limits.memory)
-        add(path, role, limits)
+        limits = with_unrequested_hugetlb(limits, page_sizes)
+        limits = cpuset(limits, sets.reserved_cgroups if sets else None)
+        for path in dict.fromkeys(paths):
+            add(path, role, limits)
     if problems:
         raise InputError(problems)
     return out
@@ -364,17 +490,10 @@ def _pod_tree(
     alloc: Allocatable,
     kubepods: CgroupName,
     pods: Sequence[PodCgroup],
-    online_cpus: frozenset[int] | None,
+    kube_limits: Limits,
     v2: bool,
     add: Callable[[CgroupName, str, Limits], None],
 ) -> None:
-    kube_limits = limits_from_resources(alloc.kubepods, compressible_only=False)
-    if cfg.reserved_cpus:
-        if online_cpus is None:
-            raise ValueError("desired_tree needs online_cpus when reserved_cpus is set")
-        kube_limits = replace(
-            kube_limits, cpuset_cpus=format_cpuset(online_cpus - cfg.reserved_cpus)
-        )
     memory_qos = v2 and features.enabled(cfg, "MemoryQoS")
     burstable_memory = _tier_memory(pods, BURSTABLE)
     if memory_qos:

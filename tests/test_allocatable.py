@@ -48,6 +48,7 @@ def test_sixteen_cpu_node():
         "memory": "29196Mi",  # 32Gi - 3Gi - 500Mi
         # 100Gi - 2Gi - float32 10% (10737418400, not 10737418240)
         "ephemeral-storage": "94489280352",
+        "pods": "110",
     }
     assert strs(result.kubepods) == {"cpu": "14500m", "memory": "29Gi"}
     assert (
@@ -76,6 +77,7 @@ def test_aks_node_matches_kubectl_describe():
         "ephemeral-storage": "119703055367",
         "hugepages-1Gi": "0",
         "hugepages-2Mi": "0",
+        "pods": "110",
     }
 
 
@@ -180,5 +182,63 @@ def test_enforced_reserved_cgroup_with_nothing_reserved_cannot_be_enforced():
 def test_reservations_absent_from_capacity_are_ignored():
     cfg = NodeConfig(kube_reserved=rl(ephemeral_storage="1Gi"), eviction_hard={})
     result = compute(cfg, rl(cpu="2", memory="1Gi"))
-    assert strs(result.allocatable) == {"cpu": "2", "memory": "1Gi"}
+    assert strs(result.allocatable) == {"cpu": "2", "memory": "1Gi", "pods": "110"}
     assert result.breakdown == ()
+
+
+# ---- issue 7, node level ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("max_pods", "per_core", "cpus", "pods"),
+    [
+        (110, 0, "16", "110"),  # maxPods alone
+        (110, 4, "16", "64"),  # podsPerCore × cores below maxPods
+        (110, 10, "16", "110"),  # capped by maxPods
+        (250, 10, "2", "20"),
+    ],
+)
+def test_pods_in_capacity_and_allocatable(max_pods, per_core, cpus, pods):
+    # pkg/kubelet/nodestatus/setters.go MachineInfo: pods = maxPods, or
+    # min(NumCores × podsPerCore, maxPods) when podsPerCore > 0; nothing reserves pods.
+    cfg = NodeConfig(max_pods=max_pods, pods_per_core=per_core, kube_reserved=rl(cpu="1"))
+    result = compute(cfg, rl(cpu=cpus, memory="8Gi"))
+    assert str(result.capacity["pods"]) == pods
+    assert str(result.allocatable["pods"]) == pods
+    assert "pods" not in result.kubepods
+
+
+def test_pid_reservation_above_pid_capacity_starts_with_kubepods_at_zero():
+    # node_container_manager_linux.go validateNodeAllocatable iterates cm.capacity (no pid), so
+    # the kubelet starts; getNodeAllocatableAbsoluteImpl clamps kubepods' pid to 0.
+    cfg = NodeConfig(kube_reserved=rl(pid="5000"))
+    result = compute(cfg, rl(cpu="2", memory="1Gi", pid="4096"))
+    assert result.enforce_problems == ()
+    check_enforceable(result)
+    assert str(result.kubepods["pid"]) == "0"
+    assert any("kubelet still starts" in w for w in result.warnings)
+
+
+@pytest.mark.parametrize(
+    ("enforce", "reserved"),
+    [
+        (("pods", "kube-reserved"), rl(ephemeral_storage="1Gi")),
+        (("pods", "kube-reserved-compressible"), rl(memory="1Gi")),
+    ],
+)
+def test_reserved_cgroup_with_nothing_enforceable_succeeds(enforce, reserved):
+    # node_container_manager_linux.go enforceExistingCgroup: getCgroupConfigInternal returns a
+    # config for any non-nil list, so only an empty reservation is "not configured properly".
+    cfg = NodeConfig(
+        kube_reserved=reserved, enforce_node_allocatable=enforce, kube_reserved_cgroup="/kube"
+    )
+    result = compute(cfg, rl(cpu="2", memory="4Gi", ephemeral_storage="10Gi"))
+    check_enforceable(result)
+    assert result.kube_reserved == {}
+
+
+def test_reserved_cgroup_with_an_empty_reservation_fails_like_the_kubelet():
+    cfg = NodeConfig(enforce_node_allocatable=("kube-reserved",), kube_reserved_cgroup="/kube")
+    result = compute(cfg, rl(cpu="2", memory="4Gi"))
+    with pytest.raises(InputError, match="not configured properly"):
+        check_enforceable(result)

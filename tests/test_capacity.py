@@ -66,3 +66,42 @@ def test_parse_cpuset_rejects_cpu_numbers_beyond_the_kernel_limit():
     assert parse_cpuset("8190-8191") == {8190, 8191}
     with pytest.raises(ValueError, match="above the kernel's limit"):
         parse_cpuset("0-99999999999")
+
+
+@pytest.mark.parametrize("missing", ["pid_max", "threads-max"])
+def test_max_pids_falls_back_to_the_readable_one(fake_host, missing):
+    # pkg/kubelet/stats/pidlimit/pidlimit_linux.go: each of pid_max and threads-max is used
+    # when it reads as a number; the smaller wins
+    from cgalloc.capacity import max_pids
+
+    proc, _ = fake_host
+    os.remove(os.path.join(proc, "sys/kernel", missing))
+    assert max_pids(proc) == (31189 if missing == "pid_max" else 4194304)
+
+
+@pytest.mark.parametrize(
+    ("text", "cpus"),
+    [
+        # k8s.io/utils/cpuset Parse (strconv.Atoi per number) and its TestParse table
+        ("", set()),
+        ("0", {0}),
+        ("0,1", {0, 1}),
+        ("0-3", {0, 1, 2, 3}),
+        ("0,1-3,5", {0, 1, 2, 3, 5}),
+        ("1-1", {1}),
+        ("+1", {1}),
+        ("+1-+2", {1, 2}),
+    ],
+)
+def test_parse_cpu_list_like_the_kubelet(text, cpus):
+    from cgalloc.capacity import parse_cpu_list
+
+    assert parse_cpu_list(text) == cpus
+
+
+@pytest.mark.parametrize("text", [" 1", "1 ", "1,", "-1", "3-1", "0-", "a", "1-2-3", "1,,2"])
+def test_parse_cpu_list_refuses_what_the_kubelet_refuses(text):
+    from cgalloc.capacity import parse_cpu_list
+
+    with pytest.raises(ValueError):
+        parse_cpu_list(text)

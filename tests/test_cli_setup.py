@@ -172,16 +172,32 @@ def test_kubelet_config_notes_unit_paths_under_systemd(capsys):
         "/system.slice/kubelet.service",
     )
     assert code == 0
-    assert out.splitlines()[1].startswith(
-        "# NOTE: kubeReservedCgroup /system.slice/kubelet.service is a systemd unit path, "
-        "which the kubelet's systemd driver cannot take"
-    )
+    # setup creates /kubelet.service.slice, the cgroup the kubelet's systemd driver maps the
+    # value to (cgroup_manager_linux.go ParseSystemdToCgroupName, kubernetes#110288), so the
+    # kubelet starts with the value as given; a note names both paths
+    note = out.splitlines()[1]
+    assert note.startswith("# NOTE: kubeReservedCgroup (--kube-reserved-cgroup) /system.slice/")
+    assert "/kubelet.service.slice" in note
     doc = yaml.safe_load(out)
-    # The kubelet would fail to start on /kubelet.service.slice: neither the cgroup nor its
-    # enforcement is handed to it; the reservation itself still counts in Allocatable.
-    assert "kubeReservedCgroup" not in doc
-    assert doc["enforceNodeAllocatable"] == ["pods"]
+    assert doc["kubeReservedCgroup"] == "/system.slice/kubelet.service"
+    assert doc["enforceNodeAllocatable"] == ["pods", "kube-reserved"]
     assert doc["kubeReserved"] == {"cpu": "100m"}
+
+
+def test_kubelet_config_writes_the_whole_default_eviction_set(capsys):
+    # a main config file's partial evictionHard replaces the kubelet's defaults
+    # (cmd/kubelet/app/server.go loadConfigFile), so all five default signals are written
+    code, out, _ = run(capsys, "kubelet-config", "--max-pods", "250", "--pods-per-core", "8")
+    assert code == 0
+    doc = yaml.safe_load(out)
+    assert doc["evictionHard"] == {
+        "imagefs.available": "15%",
+        "imagefs.inodesFree": "5%",
+        "memory.available": "100Mi",
+        "nodefs.available": "10%",
+        "nodefs.inodesFree": "5%",
+    }
+    assert (doc["maxPods"], doc["podsPerCore"]) == (250, 8)
 
 
 def test_kubelet_config_fed_back_gives_the_same_numbers(capsys, tmp_path):
@@ -250,3 +266,31 @@ def test_no_create_reserved_names_missing_paths_per_controller(v1_tree, tmp_path
         ],
     ]
     assert snapshot(v1_tree) == before
+
+
+def test_dry_run_writes_cpuset_and_reserved_hugetlb_zero(tree, tmp_path, capsys):
+    # node_container_manager_linux.go getCgroupConfig (none policy: CPUSet = all CPUs) and
+    # cgroup_manager_linux.go maybeSetHugetlb (unrequested page sizes limited to 0)
+    code, out, _ = run(
+        capsys, "setup", "--dry-run", *NODE, "--capacity", "hugepages-2Mi=0",
+        *where(tree, tmp_path),
+    )  # fmt: skip
+    assert code == 0
+    lines = out.splitlines()
+    assert "  write kubepods/cpuset.cpus: (new) -> 0-3" in lines
+    assert "  write system.slice/cpuset.cpus: (new) -> 0-3" in lines
+    assert "  write system.slice/hugetlb.2MB.max: (new) -> 0" in lines
+
+
+def test_cgroups_per_qos_false_limits_the_cgroup_root(tree, tmp_path, capsys):
+    # enforceNodeAllocatableCgroups updates cm.cgroupRoot (not root "/") with the capacity
+    (tree / "mycg").mkdir()
+    code, out, _ = run(
+        capsys, "setup", "--dry-run", "--capacity", "cpu=4,memory=8Gi,pid=4096",
+        "--cgroups-per-qos=false", "--enforce", "none", "--cgroup-root", "mycg/",
+        *where(tree, tmp_path),
+    )  # fmt: skip
+    assert code == 0, out
+    lines = out.splitlines()
+    assert "  write mycg/memory.max: (new) -> 8589934592" in lines
+    assert not any("kubepods" in line for line in lines)

@@ -49,6 +49,7 @@ def test_sixteen_cpu_node_json(capsys):
         "hugepages-1Gi": "0",
         "hugepages-2Mi": "0",
         "memory": "32Gi",
+        "pods": "110",
     }
     assert doc["allocatable"] == {
         "cpu": "14500m",
@@ -56,6 +57,7 @@ def test_sixteen_cpu_node_json(capsys):
         "hugepages-1Gi": "0",
         "hugepages-2Mi": "0",
         "memory": "29196Mi",  # 32Gi - 3Gi - 500Mi
+        "pods": "110",
     }
     assert doc["kubepods"]["limits"] == {
         "cpu": "14500m",
@@ -63,7 +65,10 @@ def test_sixteen_cpu_node_json(capsys):
         "hugepages-2Mi": "0",
         "memory": "29Gi",
         "pid": "4194304",
+        # getCgroupConfig, none CPU manager policy: all CPUs (kubernetes#125923)
+        "cpuset": "0-15",
     }
+    assert (doc["kubeletVersion"], doc["cpuManagerPolicy"]) == ("1.37", "none")
     assert {"resource": "ephemeral-storage", "source": "eviction-hard nodefs.available<10%",
             "quantity": "10737418400", "lowers": "allocatable"} in doc["breakdown"]  # fmt: skip
     assert doc["warnings"] == []
@@ -74,19 +79,21 @@ def test_sixteen_cpu_node_table_is_kubectl_layout(capsys):
     code, out, _ = run(capsys, "show", *SIXTEEN)
     assert code == 0
     lines = out.splitlines()
-    assert lines[:12] == [
+    assert lines[:14] == [
         "Capacity:",
         "  cpu:                16",
         "  ephemeral-storage:  100Gi",
         "  hugepages-1Gi:      0",
         "  hugepages-2Mi:      0",
         "  memory:             32Gi",
+        "  pods:               110",
         "Allocatable:",
         "  cpu:                14500m",
         "  ephemeral-storage:  94489280352",
         "  hugepages-1Gi:      0",
         "  hugepages-2Mi:      0",
         "  memory:             29196Mi",
+        "  pods:               110",
     ]
     assert "  kubepods /kubepods (enforced):" in lines
     assert "    memory:         29Gi" in lines
@@ -106,7 +113,7 @@ def test_yaml_output_and_systemd_names(capsys):
     assert doc["system-reserved"] == {
         "cgroup": "/system.slice",
         "enforced": "full",
-        "limits": {"cpu": "1", "memory": "1Gi"},
+        "limits": {"cpu": "1", "memory": "1Gi", "cpuset": "0-7"},
     }
     assert out.index("allocatable:") < out.index("breakdown:") < out.index("capacity:")
 
@@ -162,3 +169,47 @@ def test_ignore_eviction_and_node_config_through_cli(capsys, tmp_path):
     assert doc["allocatable"]["memory"] == "7068Mi"  # 8Gi - 1Gi - 100Mi
     doc, _ = show_json(capsys, *args, "--experimental-allocatable-ignore-eviction=true")
     assert doc["allocatable"]["memory"] == "7Gi"
+
+
+def test_show_prints_the_kubelet_version_and_cpu_policy(capsys):
+    code, out, _ = run(capsys, "show", "--capacity", f"cpu=4,memory=8Gi,{PLAN}")
+    assert code == 0
+    assert "Kubelet matched: 1.37" in out.splitlines()
+    assert "CPU manager policy: none" in out.splitlines()
+    args = (
+        "--capacity", f"cpu=4,memory=8Gi,{PLAN}", "--kubelet-version", "1.35",
+        "--cpu-manager-policy", "static", "--kube-reserved", "cpu=1500m",
+        "--cpu-manager-policy-options", "strict-cpu-reservation=true",
+    )  # fmt: skip
+    doc, err = show_json(capsys, *args)
+    assert doc["kubeletVersion"] == "1.35"
+    assert doc["cpuManagerPolicy"] == "static (strict-cpu-reservation)"
+    # the static policy reserves ceil(1.5) = 2 CPUs; pods keep the other two
+    assert doc["kubepods"]["limits"]["cpuset"] == "2-3"
+    assert "takeByTopology" in err
+
+
+def test_show_pods_per_core(capsys):
+    # nodestatus.MachineInfo: min(podsPerCore × cores, maxPods)
+    doc, _ = show_json(capsys, "--capacity", f"cpu=4,memory=8Gi,{PLAN}", "--pods-per-core", "10")
+    assert doc["capacity"]["pods"] == doc["allocatable"]["pods"] == "40"
+
+
+def test_show_systemd_reserved_names_as_the_kubelet_maps_them(capsys):
+    doc, err = show_json(
+        capsys, "--capacity", f"cpu=4,memory=8Gi,{PLAN}", "--cgroup-driver", "systemd",
+        "--enforce", "pods,kube-reserved", "--kube-reserved", "memory=1Gi",
+        "--kube-reserved-cgroup", "/kube-reserved.slice",
+    )  # fmt: skip
+    assert doc["kube-reserved"]["cgroup"] == "/kube.slice/kube-reserved.slice"
+    assert "alsoLimits" not in doc["kube-reserved"]
+    assert err.count("\n") == 1 and "/kube.slice/kube-reserved.slice" in err
+
+
+def test_show_without_cgroups_per_qos_names_the_cgroup_root(capsys):
+    doc, _ = show_json(
+        capsys, "--capacity", f"cpu=4,memory=8Gi,{PLAN}", "--cgroups-per-qos=false",
+        "--enforce", "none", "--cgroup-root", "kubelet",
+    )  # fmt: skip
+    assert doc["kubepods"]["cgroup"] == "/kubelet"
+    assert doc["kubepods"]["limits"]["memory"] == "8Gi"

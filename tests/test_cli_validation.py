@@ -85,7 +85,10 @@ ENF = "enforceNodeAllocatable (--enforce-node-allocatable)"
         (["--experimental-allocatable-ignore-eviction=maybe"],
          '--experimental-allocatable-ignore-eviction: "maybe" is not a boolean'),
         (["--pod-max-pids", "many"], 'podPidsLimit (--pod-max-pids): "many" is not an integer'),
-        (["--cgroup-root", "kubelet"], 'cgroupRoot (--cgroup-root): "kubelet" is not absolute'),
+        # pflag StringSlice keeps the space and the empty item; ValidateKubeletConfiguration
+        # (pkg/kubelet/apis/config/validation/validation.go) then refuses them as options
+        (["--enforce", "pods, kube-reserved"], f'option " kube-reserved" specified for {ENF}'),
+        (["--enforce", "pods,"], f'option "" specified for {ENF}'),
         (["--capacity", "gpus=2"], '--capacity: unknown "gpus" resource'),
         (["--capacity", "memory=lots"], '--capacity: failed to parse quantity "lots"'),
         (["--capacity", "cpu=-2"],

@@ -30,13 +30,18 @@ def evictions(cfg):
 
 
 def test_defaults_are_the_kubelets():
+    # pkg/kubelet/eviction/defaults_linux.go DefaultEvictionHard (five signals since #121834);
+    # pkg/kubelet/apis/config/v1beta1/defaults.go SetDefaults_KubeletConfiguration (maxPods 110)
     cfg = load()
     assert evictions(cfg) == {
         "memory.available": "100Mi",
         "nodefs.available": "10%",
         "nodefs.inodesFree": "5%",
         "imagefs.available": "15%",
+        "imagefs.inodesFree": "5%",
     }
+    assert (cfg.max_pods, cfg.pods_per_core, cfg.cpu_manager_policy) == (110, 0, "none")
+    assert cfg.kubelet_version == "1.37"
     assert cfg.enforce_node_allocatable == ("pods",)
     assert cfg.cgroups_per_qos is True
     assert cfg.cgroup_driver == "cgroupfs"
@@ -94,7 +99,7 @@ def test_config_file_dropins_merge_in_name_order_and_flags_win(tmp_path):
     write(drop / "20-late.conf", HEAD + "kubeReserved: {memory: 3Gi}\ncgroupDriver: cgroupfs\n")
     write(
         drop / "10-early.conf",
-        HEAD + "kubeReserved: {memory: 2Gi, pid: 100}\nenforceNodeAllocatable: [pods]\n",
+        HEAD + 'kubeReserved: {memory: 2Gi, pid: "100"}\nenforceNodeAllocatable: [pods]\n',
     )
     write(drop / "99-ignored.yaml", "kind: Nonsense\n")  # not *.conf: the kubelet skips it
     cfg = load({"system-reserved": ["cpu=1"]}, config=config, config_dir=str(drop))
@@ -121,6 +126,7 @@ def test_merge_default_eviction_settings_keeps_the_defaults(tmp_path):
         "nodefs.available": "10%",
         "nodefs.inodesFree": "5%",
         "imagefs.available": "15%",
+        "imagefs.inodesFree": "5%",
     }
 
 
@@ -327,3 +333,146 @@ def test_feature_gates_in_a_file_must_be_booleans(tmp_path):
         f"featureGates (--feature-gates) in {path}: {{'MemoryQoS': 'true'}} has the wrong type;"
         " expected a map of gate names to true or false."
     ]
+
+
+# ---- issue 7, node level ---------------------------------------------------------------------
+
+
+def test_dropin_partial_eviction_keeps_the_defaulted_signals(tmp_path):
+    # cmd/kubelet/app/server.go: loadConfigFile defaults a missing evictionHard, then
+    # mergeKubeletConfigurations JSON-merge-patches each drop-in over that defaulted config.
+    drop = tmp_path / "conf.d"
+    drop.mkdir()
+    write(drop / "10-evict.conf", HEAD + "evictionHard: {memory.available: 500Mi}\n")
+    main = kubelet_config(tmp_path / "k.yaml", "cgroupDriver: systemd\n")
+    expected = {
+        "memory.available": "500Mi",
+        "nodefs.available": "10%",
+        "nodefs.inodesFree": "5%",
+        "imagefs.available": "15%",
+        "imagefs.inodesFree": "5%",
+    }
+    assert evictions(load(config=main, config_dir=str(drop))) == expected
+    assert evictions(load(config_dir=str(drop))) == expected  # no main file: defaults below
+
+
+def test_main_file_partial_eviction_replaces_the_defaults_even_with_dropins(tmp_path):
+    # loadConfigFile only defaults evictionHard when the main file has none
+    drop = tmp_path / "conf.d"
+    drop.mkdir()
+    write(drop / "10-evict.conf", HEAD + "evictionHard: {nodefs.available: 5%}\n")
+    main = kubelet_config(tmp_path / "k.yaml", "evictionHard: {memory.available: 200Mi}\n")
+    assert evictions(load(config=main, config_dir=str(drop))) == {
+        "memory.available": "200Mi",
+        "nodefs.available": "5%",
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        # encoding/json UnmarshalTypeError text as DecodeKubeletConfiguration returns it
+        # (pkg/kubelet/kubeletconfig/util/codec/codec.go: "failed to decode: %w")
+        (
+            "kubeReserved: {cpu: 1}",
+            "failed to decode: json: cannot unmarshal number into Go struct field"
+            " KubeletConfiguration.kubeReserved of type string",
+        ),
+        (
+            "systemReserved: {memory: true}",
+            "cannot unmarshal bool into Go struct field KubeletConfiguration.systemReserved of"
+            " type string",
+        ),
+        (
+            "evictionHard: [memory.available<1Gi]",
+            "cannot unmarshal array into Go struct field KubeletConfiguration.evictionHard of"
+            " type map[string]string",
+        ),
+        (
+            "enforceNodeAllocatable: pods",
+            "cannot unmarshal string into Go struct field"
+            " KubeletConfiguration.enforceNodeAllocatable of type []string",
+        ),
+        (
+            "cgroupsPerQOS: 'true'",
+            "cannot unmarshal string into Go struct field KubeletConfiguration.cgroupsPerQOS of"
+            " type bool",
+        ),
+        (
+            "maxPods: 1.5",
+            "cannot unmarshal number 1.5 into Go struct field KubeletConfiguration.maxPods of"
+            " type int32",
+        ),
+        (
+            "maxPods: 4294967296",
+            "cannot unmarshal number 4294967296 into Go struct field"
+            " KubeletConfiguration.maxPods of type int32",
+        ),
+        (
+            "cpuManagerPolicyOptions: {strict-cpu-reservation: true}",
+            "cannot unmarshal bool into Go struct field"
+            " KubeletConfiguration.cpuManagerPolicyOptions of type string",
+        ),
+    ],
+)
+def test_wrong_types_are_refused_with_the_kubelets_decode_error(tmp_path, body, message):
+    config = kubelet_config(tmp_path / "k.yaml", body + "\n")
+    with pytest.raises(InputError) as exc:
+        load(config=config)
+    (problem,) = exc.value.problems
+    assert message in problem
+    assert problem.startswith(body.split(":")[0])
+
+
+def test_quoted_map_values_are_accepted(tmp_path):
+    config = kubelet_config(tmp_path / "k.yaml", 'kubeReserved: {cpu: "1", pid: "100"}\n')
+    assert load(config=config).kube_reserved == {"cpu": Q("1"), "pid": Q("100")}
+
+
+def test_pods_settings_from_flags_and_file(tmp_path):
+    # KubeletConfiguration maxPods / podsPerCore (flags --max-pods / --pods-per-core)
+    config = kubelet_config(tmp_path / "k.yaml", "maxPods: 250\npodsPerCore: 10\n")
+    cfg = load(config=config)
+    assert (cfg.max_pods, cfg.pods_per_core) == (250, 10)
+    cfg = load({"max-pods": ["30"]}, config=config)
+    assert (cfg.max_pods, cfg.pods_per_core) == (30, 10)
+
+
+@pytest.mark.parametrize("flag", ["max-pods", "pods-per-core"])
+def test_negative_pod_counts_are_refused(flag):
+    # ValidateKubeletConfiguration: "maxPods (--max-pods) %v must not be a negative number"
+    with pytest.raises(InputError, match=rf"\(--{flag}\) -1 must not be a negative number"):
+        load({flag: ["-1"]})
+
+
+def test_cpu_manager_policy_validation():
+    # pkg/kubelet/cm/cpumanager/cpu_manager.go NewManager / policy_none.go NewNonePolicy /
+    # policy_options.go NewStaticPolicyOptions
+    with pytest.raises(InputError, match=r'unknown policy: "dynamic"'):
+        load({"cpu-manager-policy": ["dynamic"]})
+    with pytest.raises(InputError, match=r"None policy: received unsupported options"):
+        load({"cpu-manager-policy-options": ["strict-cpu-reservation=true"]})
+    with pytest.raises(InputError, match=r"unable to determine reserved CPU resources"):
+        load({"cpu-manager-policy": ["static"]})
+    with pytest.raises(InputError, match=r'unsupported cpumanager option: "bogus" \(true\)'):
+        load(
+            {
+                "cpu-manager-policy": ["static"],
+                "kube-reserved": ["cpu=1"],
+                "cpu-manager-policy-options": ["bogus=true"],
+            }
+        )
+    cfg = load(
+        {
+            "cpu-manager-policy": ["static"],
+            "reserved-cpus": ["0"],
+            "cpu-manager-policy-options": ["strict-cpu-reservation=True"],
+        }
+    )
+    assert cfg.strict_cpu_reservation
+
+
+def test_kubelet_version():
+    assert load({"kubelet-version": ["v1.35.2"]}).kubelet_version == "1.35"
+    with pytest.raises(InputError, match=r'--kubelet-version: "1.20" is not a supported'):
+        load({"kubelet-version": ["1.20"]})

@@ -21,11 +21,14 @@ from cgalloc.tree import (
     CgroupNameError,
     DesiredCgroup,
     desired_tree,
+    driver_path,
     expand_slice,
+    kubelet_reserved_path,
     kubepods_name,
     parse_cgroupfs,
     parse_systemd,
     reserved_cgroup_path,
+    reserved_mapping_note,
     to_cgroupfs,
     to_systemd,
 )
@@ -125,19 +128,56 @@ def test_reserved_cgroup_paths_systemd():
     assert reserved_cgroup_path("/kube.slice/kube-runtime.slice/crio.service", sd) == (
         "/kube.slice/kube-runtime.slice/crio.service"
     )
+    # A bad unit parent is not a unit path: the kubelet's own mapping applies.
+    assert reserved_cgroup_path("/system/kubelet.service", sd) == "/kubelet.service.slice"
     for bad, reason in [
         ("", "empty"),
         ("/", "root cgroup"),
         ("-.slice", "root cgroup"),
-        ("kubelet.service", "without its slice"),
-        ("/kubelet.service", "without its slice"),
-        ("/b.slice/a-b.slice/x.service", "is not where systemd puts a-b.slice"),
-        ("/system/kubelet.service", "not a slice"),
-        ("/kube-reserved.slice", "would use /kube.slice/kube-reserved.slice"),
-        ("/system", "would use /system.slice"),
+        ("a--b.slice", "empty component"),
     ]:
         with pytest.raises(CgroupNameError, match=re.escape(reason)):
             reserved_cgroup_path(bad, sd)
+
+
+@pytest.mark.parametrize(
+    ("value", "kubelet"),
+    [
+        # pkg/kubelet/cm/cgroup_manager_linux.go ParseSystemdToCgroupName keeps path.Base only,
+        # then CgroupName.ToSystemd expands the slice (kubernetes#110288)
+        ("/kube-reserved.slice", "/kube.slice/kube-reserved.slice"),
+        ("/test", "/test.slice"),
+        ("/system.slice/kubelet.service", "/kubelet.service.slice"),
+        ("kubelet.service", "/kubelet.service.slice"),
+        ("/a.slice/b.slice", "/b.slice"),
+        ("system.slice", "/system.slice"),
+        ("/my_daemons.slice", "/my_daemons.slice"),
+    ],
+)
+def test_kubelet_reserved_path_systemd(value, kubelet):
+    assert kubelet_reserved_path(value, "systemd") == kubelet
+
+
+def test_reserved_mapping_note_names_both_paths():
+    note = reserved_mapping_note("kubeReservedCgroup", "/system.slice/kubelet.service", "systemd")
+    assert "/kubelet.service.slice" in note and "/system.slice/kubelet.service" in note
+    assert reserved_mapping_note("x", "/system.slice", "systemd") is None
+    assert "/kube.slice/kube-reserved.slice" in reserved_mapping_note(
+        "x", "/kube-reserved.slice", "systemd"
+    )
+
+
+@pytest.mark.parametrize(
+    ("root", "kubepods"),
+    [
+        # ParseCgroupfsToCgroupName + ToCgroupfs ("/" + path.Join): relative and trailing "/"
+        ("/a/", "/a/kubepods"),
+        ("kubelet", "/kubelet/kubepods"),
+        ("/", "/kubepods"),
+    ],
+)
+def test_cgroupfs_cgroup_root_forms(root, kubepods):
+    assert driver_path(kubepods_name(root, "cgroupfs"), "cgroupfs") == kubepods
 
 
 def test_reserved_cgroup_paths_cgroupfs():
@@ -349,16 +389,48 @@ def test_tree_pod_hugetlb_zero_for_sizes_not_requested():
     assert by_path["kubepods/burstable/podn1"].hugetlb == ((2 * MI, 0), (GI, 0))
 
 
-def test_tree_reserved_cpus_cpuset():
+def test_tree_none_policy_gives_kubepods_all_cpus():
+    # node_container_manager_linux.go getCgroupConfig: CPUSet = GetAllCPUs() under the none
+    # policy (kubernetes#125923), reserved CPUs included
     cfg = make_cfg(reserved_cpus=frozenset({0, 1}))
     tree = desired_tree(
         cfg, make_alloc(rl(cpu="6")), V2_NO_HUGETLB, online_cpus=frozenset(range(8))
     )
-    assert tree[0].limits == Limits(cpu_shares=6144, cpuset_cpus="2-7", memory_min=0, memory_low=0)
+    assert tree[0].limits == Limits(cpu_shares=6144, cpuset_cpus="0-7", memory_min=0, memory_low=0)
     assert tree[1].limits.cpuset_cpus is None
 
 
+def test_tree_strict_cpu_reservation_keeps_pods_off_reserved_cpus():
+    # cpumanager/policy_static.go: strict-cpu-reservation leaves the reserved CPUs out of the
+    # shared pool; the static policy sets no cpuset through getCgroupConfig
+    strict = {"strict-cpu-reservation": "true"}
+    cfg = make_cfg(
+        reserved_cpus=frozenset({0, 1}),
+        cpu_manager_policy="static",
+        cpu_manager_policy_options=strict,
+    )
+    tree = desired_tree(
+        cfg, make_alloc(rl(cpu="6")), V2_NO_HUGETLB, online_cpus=frozenset(range(8))
+    )
+    assert tree[0].limits.cpuset_cpus == "2-7"
+    cfg = make_cfg(cpu_manager_policy="static", kube_reserved=rl(cpu="1500m"))
+    tree = desired_tree(
+        cfg, make_alloc(rl(cpu="6")), V2_NO_HUGETLB, online_cpus=frozenset(range(8))
+    )
+    assert tree[0].limits.cpuset_cpus is None
+    cfg = make_cfg(
+        cpu_manager_policy="static",
+        cpu_manager_policy_options=strict,
+        kube_reserved=rl(cpu="1500m"),
+    )
+    sets = allocatable.cpu_sets(cfg, frozenset(range(8)))
+    assert (sets.kubepods, sets.kept_off) == (frozenset(range(2, 8)), frozenset({0, 1}))
+    assert sets.notes  # the topology caveat
+
+
 def test_tree_reserved_cgroups():
+    # getCgroupConfig + maybeSetHugetlb: every page size not reserved gets limit 0, also in
+    # -compressible mode; the none policy's cpuset of all CPUs reaches reserved cgroups too
     cfg = make_cfg(
         cgroup_driver="systemd",
         enforce_node_allocatable=("pods", "kube-reserved", "system-reserved-compressible"),
@@ -367,18 +439,42 @@ def test_tree_reserved_cgroups():
     )
     alloc = make_alloc(
         rl(cpu="2500m", memory="12Gi"),
+        capacity=rl(cpu="4", memory="16Gi", hugepages_2Mi="0", hugepages_1Gi="1Gi"),
         kube=rl(cpu="500m", memory="1Gi", pid="1000"),
         system=rl(cpu="1", memory="2Gi"),
     )
-    tree = desired_tree(cfg, alloc, V1_HUGETLB)
+    zero = ((2 * MI, 0), (GI, 0))
+    tree = desired_tree(cfg, alloc, V1_HUGETLB, online_cpus=frozenset(range(4)))
+    kube = Limits(cpu_shares=512, memory=GI, pids=1000, cpuset_cpus="0-3", hugetlb=zero)
     assert tree[3:] == [
-        DesiredCgroup("system.slice", "system-reserved", Limits(cpu_shares=1024)),
         DesiredCgroup(
-            "podruntime.slice/kubelet.service",
-            "kube-reserved",
-            Limits(cpu_shares=512, memory=GI, pids=1000),
+            "system.slice",
+            "system-reserved",
+            Limits(cpu_shares=1024, cpuset_cpus="0-3", hugetlb=zero),
         ),
+        # the cgroup the kubelet looks for, then the unit's real cgroup
+        DesiredCgroup("kubelet.service.slice", "kube-reserved", kube),
+        DesiredCgroup("podruntime.slice/kubelet.service", "kube-reserved", kube),
     ]
+
+
+def test_tree_reserved_with_only_ephemeral_storage_gets_hugetlb_and_cpuset():
+    cfg = make_cfg(enforce_node_allocatable=("kube-reserved",), kube_reserved_cgroup="/kube")
+    alloc = make_alloc(rl(cpu="4"), capacity=rl(cpu="4", hugepages_2Mi="0"), kube={}, system=None)
+    tree = desired_tree(cfg, alloc, V1_HUGETLB, online_cpus=frozenset(range(4)))
+    assert tree[-1] == DesiredCgroup(
+        "kube", "kube-reserved", Limits(cpuset_cpus="0-3", hugetlb=((2 * MI, 0),))
+    )
+
+
+def test_tree_without_cgroups_per_qos_limits_a_non_root_cgroup_root():
+    # enforceNodeAllocatableCgroups updates cm.cgroupRoot (the cgroup root itself when
+    # cgroupsPerQOS is false) with the full capacity whenever it is not the root cgroup
+    cfg = make_cfg(cgroups_per_qos=False, enforce_node_allocatable=(), cgroup_root="/a/")
+    tree = desired_tree(cfg, make_alloc(rl(cpu="4", memory="16Gi")), V1_HUGETLB)
+    assert tree == [DesiredCgroup("a", "kubepods", Limits(cpu_shares=4096, memory=16 * GI))]
+    cfg = make_cfg(cgroups_per_qos=False, enforce_node_allocatable=())
+    assert desired_tree(cfg, make_alloc(rl(cpu="4")), V1_HUGETLB) == []
 
 
 def test_tree_reserved_not_enforced_is_absent():
@@ -392,7 +488,7 @@ def test_tree_bad_names_reported_together():
         cgroup_driver="systemd",
         cgroup_root="/mycg.slice",
         enforce_node_allocatable=("pods", "kube-reserved"),
-        kube_reserved_cgroup="/kube-reserved.slice",
+        kube_reserved_cgroup="a--b.slice",
     )
     alloc = make_alloc(rl(cpu="2"), kube=rl(cpu="1"))
     with pytest.raises(InputError) as err:
@@ -401,7 +497,7 @@ def test_tree_bad_names_reported_together():
     assert len(problems) == 2
     assert problems[0].startswith("cgroupRoot (--cgroup-root) '/mycg.slice': ")
     assert problems[1].startswith("kubeReservedCgroup (--kube-reserved-cgroup) ")
-    assert "/kube.slice/kube-reserved.slice" in problems[1]
+    assert "empty component" in problems[1]
     assert err.value.exit_code == 2
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand
 
+from cgalloc import versions
 from cgalloc.capacity import read_capacity
 from cgalloc.config import BOOL_WORDS, BY_FLAG, NodeConfig, load_node_config
 from cgalloc.errors import InputError
@@ -84,7 +85,7 @@ _OPTIONS = (
         "Hard-eviction thresholds (evictionHard), e.g. memory.available<100Mi,"
         "nodefs.available<10%; 0% or 100% disables one. The first use replaces the kubelet"
         " defaults (memory.available<100Mi, nodefs.available<10%, nodefs.inodesFree<5%,"
-        " imagefs.available<15%). Repeatable.",
+        " imagefs.available<15%, imagefs.inodesFree<5%). Repeatable.",
         "SIGNAL<VALUE,...",
         True,
         "eviction-hard",
@@ -213,6 +214,48 @@ _OPTIONS = (
         "PATH",
         False,
         "pod-manifest-path",
+    ),
+    _Opt(
+        "max_pods",
+        ("--max-pods",),
+        "Pods this node takes (maxPods, default 110); shown as pods in Capacity and Allocatable.",
+        "N",
+        False,
+        "max-pods",
+    ),
+    _Opt(
+        "pods_per_core",
+        ("--pods-per-core",),
+        "Pods per core (podsPerCore, default 0 = no cap); above 0, pods = min(N × cores, maxPods).",
+        "N",
+        False,
+        "pods-per-core",
+    ),
+    _Opt(
+        "cpu_manager_policy",
+        ("--cpu-manager-policy",),
+        "CPU manager policy (cpuManagerPolicy): none (default; kubepods and enforced reserved"
+        " cgroups get a cpuset of all CPUs) or static (needs a CPU reservation).",
+        "none|static",
+        False,
+        "cpu-manager-policy",
+    ),
+    _Opt(
+        "cpu_manager_policy_options",
+        ("--cpu-manager-policy-options",),
+        "Static policy options (cpuManagerPolicyOptions), e.g. strict-cpu-reservation=true,"
+        " which keeps pods (kubepods' cpuset) off the reserved CPUs. Repeatable.",
+        "NAME=VALUE,...",
+        True,
+        "cpu-manager-policy-options",
+    ),
+    _Opt(
+        "kubelet_version",
+        ("--kubelet-version",),
+        versions.help_text(),
+        "MINOR",
+        False,
+        "kubelet-version",
     ),
     _Opt(
         "root_dir",

@@ -6,9 +6,9 @@ import typer
 
 from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
 from cgalloc.cli.render import OutputFormat, dumps, emit, output_option
-from cgalloc.config import DEFAULT_CFS_PERIOD_US, NodeConfig, go_duration
+from cgalloc.config import DEFAULT_CFS_PERIOD_US, DEFAULT_MAX_PODS, NodeConfig, go_duration
 from cgalloc.limits import format_cpuset
-from cgalloc.tree import UNIT_SUFFIXES
+from cgalloc.tree import naming_notes
 
 HELP = (
     "Print the KubeletConfiguration fragment (YAML) and the equivalent kubelet flags for these "
@@ -20,36 +20,15 @@ def _resources(rl) -> dict[str, str]:
     return {name: str(q) for name, q in sorted(rl.items())}
 
 
-def _unit_path_kinds(cfg: NodeConfig) -> frozenset[str]:
-    """Reserved kinds ("kube", "system") whose cgroup the kubelet's systemd driver cannot name.
-
-    The kubelet keeps only the basename of a systemd cgroup and appends ".slice", so a unit path
-    such as /system.slice/kubelet.service would become /kubelet.service.slice (kubernetes#110288).
-    """
-    if cfg.cgroup_driver != "systemd":
-        return frozenset()
-    return frozenset(
-        kind
-        for kind, value in (
-            ("kube", cfg.kube_reserved_cgroup),
-            ("system", cfg.system_reserved_cgroup),
-        )
-        if value and value.rstrip("/").endswith(UNIT_SUFFIXES)
-    )
-
-
 def fragment(cfg: NodeConfig) -> tuple[dict, list[str], list[str]]:
     """(KubeletConfiguration fields, kubelet flags, notes) for ``cfg``.
 
-    A reserved cgroup given as a systemd unit path is left to cgalloc: the fragment names neither
-    the cgroup nor its enforcement, so the kubelet starts and cgalloc keeps the limits.
+    The reserved cgroups are written as given: setup creates the cgroup the kubelet maps each
+    value to (for a systemd unit path, the /<unit>.slice of kubernetes#110288), so the kubelet
+    starts with the same values; a note names each such mapping. evictionHard is written whole,
+    because a partial map in a main config file replaces the kubelet's defaults.
     """
-    unit_kinds = _unit_path_kinds(cfg)
-    enforce = [
-        e
-        for e in cfg.enforce_node_allocatable
-        if e.removesuffix("-compressible").removesuffix("-reserved") not in unit_kinds
-    ] or ["none"]
+    enforce = list(cfg.enforce_node_allocatable) or ["none"]
     doc: dict = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -66,7 +45,7 @@ def fragment(cfg: NodeConfig) -> tuple[dict, list[str], list[str]]:
         f"--enforce-node-allocatable={','.join(enforce)}",
         "--eviction-hard=" + ",".join(str(t) for _, t in sorted(cfg.eviction_hard.items())),
     ]
-    notes: list[str] = []
+    notes: list[str] = list(naming_notes(cfg))
     for key, flag, rl in (
         ("kubeReserved", "kube-reserved", cfg.kube_reserved),
         ("systemReserved", "system-reserved", cfg.system_reserved),
@@ -79,13 +58,6 @@ def fragment(cfg: NodeConfig) -> tuple[dict, list[str], list[str]]:
         ("systemReservedCgroup", "system-reserved-cgroup", cfg.system_reserved_cgroup),
     ):
         if not value:
-            continue
-        if flag.split("-")[0] in unit_kinds:
-            notes.append(
-                f"{key} {value} is a systemd unit path, which the kubelet's systemd driver cannot "
-                "take (it would look for /<unit>.slice); cgalloc enforces that cgroup, so this "
-                f"fragment leaves {key} and {flag.removesuffix('-cgroup')} enforcement out."
-            )
             continue
         doc[key] = value
         flags.append(f"--{flag}={value}")
@@ -113,6 +85,22 @@ def fragment(cfg: NodeConfig) -> tuple[dict, list[str], list[str]]:
     if cfg.pod_max_pids != -1:
         doc["podPidsLimit"] = cfg.pod_max_pids
         flags.append(f"--pod-max-pids={cfg.pod_max_pids}")
+    for key, flag, value, default in (
+        ("maxPods", "max-pods", cfg.max_pods, DEFAULT_MAX_PODS),
+        ("podsPerCore", "pods-per-core", cfg.pods_per_core, 0),
+    ):
+        if value != default:
+            doc[key] = value
+            flags.append(f"--{flag}={value}")
+    if cfg.cpu_manager_policy != "none":
+        doc["cpuManagerPolicy"] = cfg.cpu_manager_policy
+        flags.append(f"--cpu-manager-policy={cfg.cpu_manager_policy}")
+    if cfg.cpu_manager_policy_options:
+        doc["cpuManagerPolicyOptions"] = dict(sorted(cfg.cpu_manager_policy_options.items()))
+        flags.append(
+            "--cpu-manager-policy-options="
+            + ",".join(f"{k}={v}" for k, v in doc["cpuManagerPolicyOptions"].items())
+        )
     if cfg.ignore_eviction:
         flags.append("--experimental-allocatable-ignore-eviction=true")
         notes.append(

@@ -8,28 +8,35 @@ from collections.abc import Mapping
 import typer
 
 from cgalloc import tree
-from cgalloc.allocatable import Allocatable, compute
+from cgalloc.allocatable import Allocatable, CpuSets, compute, cpu_sets
+from cgalloc.capacity import node_cpus
 from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
 from cgalloc.cli.render import OutputFormat, aligned, emit, output_option, warn
 from cgalloc.config import NodeConfig
+from cgalloc.limits import format_cpuset
 from cgalloc.podresources import PodCgroup
 from cgalloc.pods import load_pods, pod_cgroups
 from cgalloc.resources import format_list
 
 SHOW_HELP = (
-    "Show this node's Capacity and Allocatable (as `kubectl describe node` prints them), the"
-    " kubepods and reserved-cgroup limits enforcing them would write, and what every"
+    "Show this node's Capacity and Allocatable (as `kubectl describe node` prints them, pods"
+    " included), the kubelet version matched, the CPU manager policy in effect, the kubepods"
+    " and reserved-cgroup limits enforcing them would write (cpuset included), and what every"
     " reservation and eviction threshold took. Reads no cgroup and needs no privileges."
 )
 
 
-def _cgroups(cfg: NodeConfig, alloc: Allocatable) -> dict[str, dict]:
+def _with_cpuset(limits: dict[str, str], cpus: frozenset[int] | None) -> dict[str, str]:
+    return limits if cpus is None else {**limits, "cpuset": format_cpuset(cpus)}
+
+
+def _cgroups(cfg: NodeConfig, alloc: Allocatable, sets: CpuSets) -> dict[str, dict]:
     """The kubepods and enforced reserved cgroups: name, mode and limits."""
     out: dict[str, dict] = {
         "kubepods": {
             "cgroup": tree.kubepods_path(cfg),
             "enforced": cfg.cgroups_per_qos and "pods" in cfg.enforce_node_allocatable,
-            "limits": format_list(alloc.kubepods),
+            "limits": _with_cpuset(format_list(alloc.kubepods), sets.kubepods),
         }
     }
     for kind, limits, value in (
@@ -39,21 +46,29 @@ def _cgroups(cfg: NodeConfig, alloc: Allocatable) -> dict[str, dict]:
         if limits is None:
             continue
         compressible = f"{kind}-compressible" in cfg.enforce_node_allocatable
+        field, driver = tree.RESERVED_FIELDS[kind], cfg.cgroup_driver
+        kubelets = tree.reserved_path(value, field, driver, kubelets=True)
+        real = tree.reserved_path(value, field, driver)
         out[kind] = {
-            "cgroup": tree.reserved_path(value, tree.RESERVED_FIELDS[kind], cfg.cgroup_driver),
+            "cgroup": kubelets,
             "enforced": "compressible" if compressible else "full",
-            "limits": format_list(limits),
+            "limits": _with_cpuset(format_list(limits), sets.reserved_cgroups),
         }
+        if real != kubelets:
+            out[kind]["alsoLimits"] = real
     return out
 
 
-def result(cfg: NodeConfig, alloc: Allocatable) -> dict:
-    """The JSON/YAML document of ``show``."""
+def result(cfg: NodeConfig, alloc: Allocatable, cpus: frozenset[int]) -> dict:
+    """The JSON/YAML document of ``show``; ``cpus`` are the node's CPUs."""
+    sets = cpu_sets(cfg, cpus)
     return {
         "capacity": format_list(alloc.capacity),
         "allocatable": format_list(alloc.allocatable),
-        **_cgroups(cfg, alloc),
+        **_cgroups(cfg, alloc, sets),
         "cgroupDriver": cfg.cgroup_driver,
+        "kubeletVersion": cfg.kubelet_version,
+        "cpuManagerPolicy": sets.policy,
         "breakdown": [
             {
                 "resource": t.resource,
@@ -63,7 +78,7 @@ def result(cfg: NodeConfig, alloc: Allocatable) -> dict:
             }
             for t in alloc.breakdown
         ],
-        "warnings": list(alloc.warnings),
+        "warnings": [*alloc.warnings, *tree.naming_notes(cfg), *sets.notes],
     }
 
 
@@ -96,6 +111,8 @@ def _section(title: str, values: Mapping[str, str], indent: str = "  ") -> list[
 def table(doc: dict) -> str:
     """``doc`` in the kubectl-describe layout."""
     lines = _section("Capacity:", doc["capacity"]) + _section("Allocatable:", doc["allocatable"])
+    lines.append(f"Kubelet matched: {doc['kubeletVersion']}")
+    lines.append(f"CPU manager policy: {doc['cpuManagerPolicy']}")
     lines.append(f"Cgroup limits ({doc['cgroupDriver']} driver):")
     for kind in ("kubepods", "kube-reserved", "system-reserved"):
         entry = doc.get(kind)
@@ -105,6 +122,8 @@ def table(doc: dict) -> str:
         mode = entry["enforced"]
         note = {True: "enforced", False: "not enforced: full capacity"}.get(mode, mode)
         lines += _section(f"  {kind} {name} ({note}):", entry["limits"], indent="    ")
+        if "alsoLimits" in entry:
+            lines.append(f"    (the same limits also on {entry['alsoLimits']})")
     lines.append("Breakdown:")
     rows = [("  RESOURCE", "SOURCE", "QUANTITY", "LOWERS")]
     rows += [
@@ -140,9 +159,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         cfg, capacity = inputs.load()
         alloc = compute(cfg, capacity)
-        doc = result(cfg, alloc)
+        doc = result(cfg, alloc, node_cpus(cfg.capacity_overrides))
         if pods:
             # show reads no cgroup: the values are cgroup v2's minus memory.min (MemoryQoS)
             doc["pods"] = pods_doc(cfg, pod_cgroups(load_pods(pods), cfg, cgroup_v2=False))
-        warn(alloc.warnings)
+        warn(doc["warnings"])
         emit(doc, output, lambda: table(doc))

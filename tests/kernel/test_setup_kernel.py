@@ -207,14 +207,78 @@ def test_pod_pids_limit_stops_forks(tmp_path):
         time.sleep(2.5)  # let the children exit so teardown finds the pod empty
 
 
-def test_reserved_cpus_confine_pods(tmp_path):
+def test_strict_cpu_reservation_confines_pods(tmp_path):
+    # cpumanager/policy_static.go strict-cpu-reservation: pods stay off the reserved CPUs
     pod = "kubepods/besteffort/podcpus"
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs 2 CPUs in the VM")
-    with node(tmp_path, "--reserved-cpus", "0", pods=[manifest("cpus", {})]):
+    strict = [
+        "--reserved-cpus",
+        "0",
+        "--cpu-manager-policy",
+        "static",
+        "--cpu-manager-policy-options",
+        "strict-cpu-reservation=true",
+    ]
+    with node(tmp_path, *strict, pods=[manifest("cpus", {})]):
         assert read(ctrl_dir("cpuset", "kubepods") / "cpuset.cpus") == "1"
         done = run_in(pod, "import os; print(sorted(os.sched_getaffinity(0)))")
         assert done.stdout.strip() == "[1]"
+
+
+def test_none_policy_gives_kubepods_and_reserved_cgroups_every_cpu(tmp_path):
+    # node_container_manager_linux.go getCgroupConfig: CPUSet = GetAllCPUs() with the none
+    # policy (kubernetes#125923), even with reservedSystemCPUs set
+    pod = "kubepods/besteffort/podall"
+    online = read("/sys/devices/system/cpu/online")
+    extra = ["--enforce", "pods,system-reserved", "--system-reserved-cgroup", "/system.slice"]
+    with node(tmp_path, *extra, pods=[{"uid": "all", "qos": "besteffort"}]):
+        assert read(ctrl_dir("cpuset", "kubepods") / "cpuset.cpus") == online
+        assert read(ctrl_dir("cpuset", "system.slice") / "cpuset.cpus") == online
+        done = run_in(pod, "import os; print(len(os.sched_getaffinity(0)))")
+        assert int(done.stdout) == os.cpu_count()
+
+
+def _hugepage_sizes() -> list[str]:
+    base = Path("/sys/kernel/mm/hugepages")
+    if not base.is_dir():
+        return []
+    names = []
+    for entry in sorted(base.iterdir()):
+        kb = int(entry.name.removeprefix("hugepages-").removesuffix("kB"))
+        names.append(f"{kb >> 20}GB" if kb >= 1 << 20 else f"{kb >> 10}MB")
+    return names
+
+
+def test_enforced_reserved_cgroup_gets_hugetlb_zero(tmp_path):
+    # cgroup_manager_linux.go maybeSetHugetlb: every page size without a limit gets 0, so a
+    # process in an enforced reserved cgroup cannot fault in a huge page
+    sizes = _hugepage_sizes()
+    if is_v2():
+        present = "hugetlb" in read(CGROUP_ROOT / "cgroup.controllers").split()
+    else:
+        present = (CGROUP_ROOT / "hugetlb").is_dir()
+    if not sizes or not present:
+        pytest.skip("no hugetlb controller in this lane")
+    Path("/proc/sys/vm/nr_hugepages").write_text("4")  # throw-away VM: a few 2MB pages
+    extra = ["--enforce", "pods,system-reserved", "--system-reserved-cgroup", "/system.slice"]
+    suffix = "max" if is_v2() else "limit_in_bytes"
+    with node(tmp_path, *extra):
+        for size in sizes:
+            assert read(ctrl_dir("hugetlb", "system.slice") / f"hugetlb.{size}.{suffix}") == "0"
+        touch = (
+            "import mmap\n"
+            "m = mmap.mmap(-1, 2 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x40000)\n"
+            "m[0] = 1\nprint('faulted')"
+        )
+        done = run_in("system.slice", touch)
+        assert "faulted" not in done.stdout
+        assert done.returncode != 0, done.stdout + done.stderr
+        # the same page faults in fine outside the reserved cgroup
+        outside = subprocess.run(
+            [sys.executable, "-c", touch], capture_output=True, text=True, timeout=60
+        )
+        assert outside.stdout.strip() == "faulted", outside.stderr
 
 
 def test_setup_verify_teardown_restores_the_hierarchy(tmp_path):

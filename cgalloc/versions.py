@@ -1,0 +1,78 @@
+"""The kubelet releases cgalloc matches, and the behaviours that depend on the release.
+
+cgalloc matches the newest stable kubelet minor by default. Upstream's CHANGELOG-1.38.md opens
+with "Changelog since v1.37.0", so 1.37 is released; Kubernetes maintains the three newest
+minors, so 1.35, 1.36 and 1.37 are in support. ``--kubelet-version`` picks one of them.
+
+Each behaviour below records the first minor that has it (from the upstream pull request that
+introduced it); a behaviour applies when the matched minor is at or above that release. Within
+the supported minors the node-level numbers cgalloc computes are the same; the table keeps the
+boundaries so a check (``has``) names the behaviour rather than a version number, and the pod
+level (feature-gate defaults) reads ``NodeConfig.kubelet_version`` for its own differences.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_KUBELET_VERSION = "1.37"
+SUPPORTED_VERSIONS = ("1.35", "1.36", "1.37")
+VERSION_FORM = "a supported kubelet minor: " + ", ".join(SUPPORTED_VERSIONS)
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """A kubelet behaviour cgalloc models that started in release ``since``."""
+
+    name: str
+    since: str
+    what: str
+
+
+BEHAVIOURS = (
+    Behaviour(
+        "kubepods-cpuset",
+        "1.31",
+        "with the none CPU manager policy, kubepods and the enforced reserved cgroups get a"
+        " cpuset of all CPUs (kubernetes#125923, getCgroupConfig)",
+    ),
+    Behaviour(
+        "eviction-imagefs-inodes",
+        "1.29",
+        "the default hard-eviction set includes imagefs.inodesFree<5% (kubernetes#121834)",
+    ),
+)
+BY_NAME = {b.name: b for b in BEHAVIOURS}
+
+
+def minor_tuple(version: str) -> tuple[int, int]:
+    """ "1.37" -> (1, 37); ValueError for anything else."""
+    major, sep, minor = version.partition(".")
+    if not sep or not major.isdigit() or not minor.isdigit() or not major.isascii():
+        raise ValueError(f"{version!r} is not a MAJOR.MINOR version")
+    return int(major), int(minor)
+
+
+def has(version: str, behaviour: str) -> bool:
+    """Whether kubelet ``version`` has ``behaviour`` (a name from :data:`BEHAVIOURS`)."""
+    return minor_tuple(version) >= minor_tuple(BY_NAME[behaviour].since)
+
+
+def normalise(text: str) -> str | None:
+    """A --kubelet-version value ("1.37", "v1.37", "1.37.2") as its supported minor, else None."""
+    parts = text.strip().removeprefix("v").split(".")
+    if len(parts) not in (2, 3) or not all(p.isascii() and p.isdigit() for p in parts):
+        return None
+    minor = f"{int(parts[0])}.{int(parts[1])}"
+    return minor if minor in SUPPORTED_VERSIONS else None
+
+
+def help_text() -> str:
+    """One paragraph for --help: the default and the behaviours that depend on the version."""
+    items = "; ".join(f"{b.what} (since {b.since})" for b in BEHAVIOURS)
+    return (
+        f"Kubelet minor to match: {', '.join(SUPPORTED_VERSIONS)} (default"
+        f" {DEFAULT_KUBELET_VERSION}, the newest stable). Version-dependent behaviours: {items};"
+        " and the feature-gate defaults of the pod level."
+    )
