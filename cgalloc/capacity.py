@@ -69,8 +69,8 @@ def parse_cpu_list(text: str) -> frozenset[int]:
         end = _atoi(last) if sep else start
         if start > end:
             raise ValueError(f"invalid range {item!r} ({start} > {end})")
-        if start < 0 or end > MAX_CPU_ID:
-            raise ValueError(f"{item!r} names a CPU outside 0-{MAX_CPU_ID}")
+        if end > MAX_CPU_ID:  # start >= 0: Atoi's sign can only be "+" after the split on "-"
+            raise ValueError(f"{item!r} names CPU {end}, above the kernel's limit of {MAX_CPU_ID}")
         cpus.update(range(start, end + 1))
     return frozenset(cpus)
 

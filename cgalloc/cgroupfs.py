@@ -178,6 +178,27 @@ def _max_or(value: int) -> str:
     return "max" if value < 0 else str(value)
 
 
+# What a v2 interface file reads when its controller has just been enabled in the parent's
+# cgroup.subtree_control: the kernel creates a fresh css, so every setting starts at its default.
+_V2_FRESH = {
+    "cpu.weight": "100",
+    "cpu.max": "max 100000",
+    "memory.max": "max",
+    "memory.min": "0",
+    "memory.low": "0",
+    "pids.max": "max",
+    "cpuset.cpus": "",
+    "cpuset.mems": "",
+}
+
+
+def v2_fresh_value(filename: str) -> str | None:
+    """The value ``filename`` holds in a cgroup whose controller was just enabled (v2)."""
+    if filename.startswith("hugetlb.") and filename.endswith(".max"):
+        return "max"
+    return _V2_FRESH.get(filename)
+
+
 def limit_files(
     h: Hierarchy, limits: Limits, weight_formula: str = "kubelet"
 ) -> list[tuple[str, str, str]]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from cgalloc import procs
 from cgalloc.allocatable import check_enforceable, compute, cpu_sets
 from cgalloc.capacity import node_cpus, parse_cpuset
-from cgalloc.cgroupfs import controller_dirs, limit_files, parse_limit_value
+from cgalloc.cgroupfs import controller_dirs, limit_files, parse_limit_value, v2_fresh_value
 from cgalloc.errors import CgallocError, HostError, InputError
 from cgalloc.kernel_ranges import name_problem, value_problem
 from cgalloc.pods import pod_cgroups
@@ -353,6 +353,7 @@ def build(
     subtree: dict[tuple[str, str], set[str]] = {}
     subtree_old: dict[tuple[str, str], str | None] = {}
     final: dict[tuple[str, str, str], str] = {}  # planned values, for cpuset inheritance
+    enabling: dict[tuple[str, str], set[str]] = {}  # controllers this plan enables, per parent
     missing_reserved: list[str] = []
     out_of_range: list[str] = []
 
@@ -384,6 +385,7 @@ def build(
                         )
                     )
                     subtree[key].update(want)
+                    enabling.setdefault(key, set()).update(want)
         absent = lacking(d.path, mounts)
         if d.role in RESERVED_ROLES and not create_reserved:
             missing_reserved += [f"{d.role} /{d.path}: {os.path.join(m, d.path)}" for m in absent]
@@ -399,6 +401,12 @@ def build(
             if new_dir and c == "cpuset" and not v2:
                 continue  # already written by the seed, right after mkdir
             old = None if new_dir else read_file(mount, d.path, f)
+            if old is None and not new_dir and v2:
+                # an existing cgroup whose controller this plan enables: the file appears with
+                # the kernel's default, which is what undo must restore
+                parent = (mounts["cpu"], os.path.dirname(d.path))
+                if c in enabling.get(parent, ()):
+                    old = v2_fresh_value(f)
             if same_value(f, old, v):
                 continue
             shrinking = _shrinks(f, old, v)

@@ -132,7 +132,26 @@ class FakeKernel:
             elif token.startswith("-") and name in current:
                 current.remove(name)
         order = V2_CONTROLLERS.split()
+        _offer_to_children(target.parent, set(current))
         return " ".join(sorted(current, key=order.index)) + "\n"
+
+
+def _offer_to_children(parent: Path, enabled: set[str]) -> None:
+    """As the kernel does when subtree_control changes: existing children gain the interface
+    files of newly enabled controllers and lose those of disabled ones."""
+    order = V2_CONTROLLERS.split()
+    base = set(_v2_files(set()))
+    for child in parent.iterdir():
+        listed = child / "cgroup.controllers"
+        if not (child.is_dir() and listed.exists()):
+            continue
+        had = set(listed.read_text().split())
+        for c in enabled - had:
+            _populate(child, {f: v for f, v in _v2_files({c}).items() if f not in base})
+        for c in had - enabled:
+            for f in set(_v2_files({c})) - base:
+                (child / f).unlink(missing_ok=True)
+        listed.write_text(" ".join(sorted(enabled, key=order.index)) + "\n")
 
 
 KERNEL = FakeKernel()

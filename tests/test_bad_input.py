@@ -29,7 +29,7 @@ def _file(tmp: Path, name: str, content: bytes | str) -> str:
     return str(path)
 
 
-def _pods(tmp: Path, pods: list) -> str:
+def _pods(tmp: Path, pods: object) -> str:
     return _file(tmp, "pods.json", json.dumps(pods))
 
 
@@ -81,9 +81,10 @@ CASES = [
     ("pids above PID_MAX_LIMIT", lambda t: ["--capacity", "cpu=4,memory=8Gi,pid=4194305"],
      "between 0 and 4194304 (PID_MAX_LIMIT)"),
     ("pod memory limit >= 2^64",
-     lambda t: [*CAP, "--pods", _pods(t, [{"uid": "x", "qos": "guaranteed", "cpuRequest": "1",
-                                           "cpuLimit": "1", "memoryRequest": "18446744073709555712",
-                                           "memoryLimit": "18446744073709555712"}])],
+     lambda t: [*CAP, "--pods", _pods(t, {
+         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", "uid": "x"},
+         "spec": {"containers": [{"name": "c", "resources": {"limits": {
+             "cpu": "1", "memory": "18446744073709555712"}}}]}})],
      "memory"),
     ("kube-reserved equal to system-reserved",
      lambda t: [*CAP, "--enforce", "pods,system-reserved,kube-reserved", "--system-reserved",

@@ -329,9 +329,12 @@ def test_feature_gates_in_a_file_must_be_booleans(tmp_path):
     path = kubelet_config(tmp_path / "k.yaml", "featureGates: {MemoryQoS: 'true'}\n")
     with pytest.raises(InputError) as err:
         load(config=path)
+    # encoding/json: a string where map[string]bool wants a bool
     assert err.value.problems == [
-        f"featureGates (--feature-gates) in {path}: {{'MemoryQoS': 'true'}} has the wrong type;"
-        " expected a map of gate names to true or false."
+        f"featureGates (--feature-gates) in {path}: the kubelet refuses this file (failed to"
+        " decode: json: cannot unmarshal string into Go struct field"
+        " KubeletConfiguration.featureGates of type bool); write gate=true|false pairs separated"
+        " by commas, such as MemoryQoS=true,QOSReserved=true."
     ]
 
 

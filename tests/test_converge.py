@@ -41,14 +41,25 @@ def test_dropping_enforcement_restores_the_original_values(tree, tmp_path, capsy
     # the same inputs without system-reserved enforcement: verify reports the leftovers
     code, out, _ = _run(capsys, tree, tmp_path, "verify", "-o", "json")
     assert code == 1
+    # cpuset and hugetlb appeared when setup enabled them in the root's subtree_control: their
+    # "before" is the kernel's default for a freshly enabled controller
     assert json.loads(out)["drift"] == [
         "system.slice/cpu.weight: is 20, no longer wanted; setup restores '100'",
+        "system.slice/cpuset.cpus: is 0-3, no longer wanted; setup restores ''",
+        "system.slice/hugetlb.1GB.max: is 0, no longer wanted; setup restores 'max'",
+        "system.slice/hugetlb.2MB.max: is 0, no longer wanted; setup restores 'max'",
         "system.slice/memory.max: is 1073741824, no longer wanted; setup restores 'max'",
     ]
     code, out, err = _run(capsys, tree, tmp_path, "setup")
     assert code == 0, err
-    assert out.splitlines()[-1] == "no changes: 0 writes; undid 2 changes no longer wanted"
-    assert snapshot(tree / "system.slice") == original
+    assert out.splitlines()[-1] == "no changes: 0 writes; undid 5 changes no longer wanted"
+    # the root keeps cpuset and hugetlb enabled for kubepods, so system.slice keeps those
+    # controllers' files, at their defaults again; every file it had before is as it was
+    now = snapshot(tree / "system.slice")
+    assert {k: now[k] for k in original if k != "./cgroup.controllers"} == {
+        k: v for k, v in original.items() if k != "./cgroup.controllers"
+    }
+    assert (now["./cpuset.cpus"], now["./hugetlb.2MB.max"]) == ("\n", "max\n")
     code, out, _ = _run(capsys, tree, tmp_path, "verify")
     assert (code, out) == (0, "in sync: the tree matches\n")
 
