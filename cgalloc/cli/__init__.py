@@ -26,13 +26,38 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from cgalloc.cli.version import version_lines
+
+        typer.echo("\n".join(version_lines()))
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version, which I/O core is loaded (C or pure Python), the kubelet "
+        "version matched and the library versions, then exit.",
+    ),
+) -> None:
     """Keep ``cgalloc <command>`` a command group even while only one command is registered."""
 
 
 # Sub-command modules, in the order --help lists them.
-_COMMAND_MODULES = ("show", "stats", "setup", "verify", "teardown", "kubelet_config")
+_COMMAND_MODULES = (
+    "show",
+    "stats",
+    "setup",
+    "verify",
+    "teardown",
+    "kubelet_config",
+    "install_unit",
+)
 
 for _name in _COMMAND_MODULES:
     try:
