@@ -44,4 +44,6 @@ class OptionalBuildExt(build_ext):
 setup(
     cffi_modules=["csrc/build_core.py:ffibuilder"],
     cmdclass={"build_ext": OptionalBuildExt},
+    # The extension uses the stable ABI (csrc/build_core.py): one wheel for every CPython >= 3.10.
+    options={"bdist_wheel": {"py_limited_api": "cp310"}},
 )
