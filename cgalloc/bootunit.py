@@ -34,7 +34,11 @@ WANTS_DIR = f"{UNIT_DIR}/multi-user.target.wants"
 CONFIG_FILE = "etc/cgalloc/setup.conf"
 DROPIN_NAME = "50-cgalloc.conf"
 DEFAULT_SETUP_ARGS = ("--config", "/var/lib/kubelet/config.yaml")
-DAEMON_UNITS = {"kubelet": "kubelet.service", "containerd": "containerd.service", "crio": "crio.service"}
+DAEMON_UNITS = {
+    "kubelet": "kubelet.service",
+    "containerd": "containerd.service",
+    "crio": "crio.service",
+}
 # First line of every file cgalloc writes: uninstall removes only files that carry it.
 MARKER = "# Written by cgalloc install-unit"
 # Setup options that make no sense at boot: a dry run does nothing, --capacity plans another node.
