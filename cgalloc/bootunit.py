@@ -197,6 +197,7 @@ def _restore(root: Path, rel: str, kind: str, value: str | None) -> None:
 def apply_changes(root: Path, changes: list[FileChange]) -> None:
     """Make ``changes`` below ``root``; if one fails, undo the earlier ones and raise."""
     done: list[tuple[str, str, str | None]] = []
+    made: list[Path] = []  # directories created, removed again on failure
     try:
         for change in changes:
             kind, value = _current(root, change.path)
@@ -204,11 +205,15 @@ def apply_changes(root: Path, changes: list[FileChange]) -> None:
             done.append((change.path, kind, value))
             if kind != "absent":
                 path.unlink()
+            if change.content is None and change.link is None:
+                continue
+            missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
+            for directory in reversed(missing):
+                directory.mkdir()
+                made.append(directory)
             if change.link is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
                 path.symlink_to(change.link)
-            elif change.content is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
+            else:
                 tmp = path.with_name(f".{path.name}.cgalloc-tmp")
                 tmp.write_text(change.content)
                 tmp.chmod(0o644)
@@ -216,7 +221,9 @@ def apply_changes(root: Path, changes: list[FileChange]) -> None:
     except OSError as exc:
         for rel, kind, value in reversed(done):
             _restore(root, rel, kind, value)
+        for directory in reversed(made):
+            directory.rmdir()
         raise CgallocError(
-            f"cannot write /{exc.filename or change.path}: {exc.strerror or exc}; "
+            f"cannot write /{change.path}: {exc.strerror or exc}; "
             "every file changed before it was restored."
         ) from None
