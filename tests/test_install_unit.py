@@ -179,3 +179,29 @@ def test_root_must_be_a_directory(capsys, tmp_path):
     code, _, err = install(capsys, tmp_path / "missing")
     assert code == 2
     assert "--root" in err
+
+
+def test_moving_processes_by_name_says_it_does_not_persist(capsys, tmp_path, monkeypatch):
+    from test_cli_setup import fake_tree
+
+    root = fake_tree(tmp_path, monkeypatch, "v2")
+    code, _, err = run_cli(
+        capsys,
+        "setup",
+        "--dry-run",
+        "--capacity",
+        "cpu=4,memory=8Gi,pid=4096,ephemeral-storage=100Gi",
+        "--enforce",
+        "pods,kube-reserved",
+        "--kube-reserved",
+        "memory=1Gi",
+        "--kube-reserved-cgroup",
+        "/kube.slice",
+        "--kube-reserved-procs",
+        "kubelet",
+        "--cgroupfs",
+        str(root),
+    )
+    assert code == 0
+    assert "return to their unit's cgroup when they restart" in err
+    assert "cgalloc install-unit --daemons" in err
