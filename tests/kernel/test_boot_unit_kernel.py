@@ -11,12 +11,12 @@ cgroup (kubernetes#50770: "Failed to start ContainerManager ... cgroup ... does 
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from kernel.test_setup_kernel import cgalloc
-from kernel.test_systemd_kernel import show, systemctl
+from kernel.test_systemd_kernel import show
 from kernel.util import CGROUP_ROOT, read
 
 LANES = ("v2-systemd",)
@@ -42,6 +42,27 @@ STAND_INS = {
     "containerd.service": "[Service]\nExecStart=/bin/sleep infinity\n",
 }
 UNITS = ("cgalloc-setup.service", *STAND_INS)
+# What install-unit may write; removed directly afterwards, so a failed or timed-out cgalloc
+# cannot leave drop-ins behind for the lane's next test.
+WRITTEN = (
+    ETC / "cgalloc-setup.service",
+    ETC / "multi-user.target.wants/cgalloc-setup.service",
+    ETC / "kubelet.service.d/50-cgalloc.conf",
+    ETC / "containerd.service.d/50-cgalloc.conf",
+    Path("/etc/cgalloc/setup.conf"),
+)
+
+
+# Python start-up alone takes tens of seconds under TCG on a loaded 2-core host, and starting
+# the stand-in kubelet waits for the setup unit's whole run.
+def cgalloc(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "cgalloc", *args], capture_output=True, text=True, timeout=900
+    )
+
+
+def systemctl(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["systemctl", *args], capture_output=True, text=True, timeout=900)
 
 
 def cgroup_of(unit: str) -> str:
@@ -69,15 +90,12 @@ def boot(tmp_path: Path):
     finally:
         for unit in reversed(UNITS):
             systemctl("stop", unit)
-        cgalloc("install-unit", "--uninstall")
-        Path("/etc/cgalloc/setup.conf").unlink(missing_ok=True)
-        for unit in STAND_INS:
-            (ETC / unit).unlink(missing_ok=True)
+        down = cgalloc("teardown", "--state-dir", str(state)) if state.exists() else None
+        for path in (*WRITTEN, *(ETC / unit for unit in STAND_INS)):
+            path.unlink(missing_ok=True)
         systemctl("daemon-reload")
         systemctl("reset-failed")
-        if state.exists():
-            down = cgalloc("teardown", "--state-dir", str(state))
-            assert down.returncode == 0, down.stdout + down.stderr
+        assert down is None or down.returncode == 0, down.stdout + down.stderr
 
 
 def test_unit_sets_up_the_tree_before_the_kubelet_and_keeps_daemons_in_their_slice(boot):
@@ -122,6 +140,12 @@ def test_unit_sets_up_the_tree_before_the_kubelet_and_keeps_daemons_in_their_sli
     config = boot[: boot.index("--state-dir")]
     check = cgalloc("verify", *config)
     assert check.returncode == 0, check.stdout + check.stderr
+
+    for unit in reversed(UNITS):
+        assert systemctl("stop", unit).returncode == 0
+    gone = cgalloc("install-unit", "--uninstall")
+    assert gone.returncode == 0, gone.stdout + gone.stderr
+    assert [p for p in WRITTEN if p.exists()] == [Path("/etc/cgalloc/setup.conf")]
 
 
 def test_a_setup_that_cannot_run_fails_the_unit_with_the_reason_in_the_journal(boot, tmp_path):
