@@ -3,7 +3,7 @@ before a stand-in kubelet.service that needs its reserved cgroup, the daemon dro
 stand-ins in the kube-reserved slice (at once for a start, after a restart for one already
 running), and a setup that cannot run fails the unit with the reason in its journal.
 
-The stand-ins are sleeps; the kubelet one refuses to start (ExecStartPre) unless kube.slice
+The stand-ins are sleeps; the kubelet one refuses to start (ExecStartPre) unless its slice
 already carries cgalloc's memory limit, as the kubelet refuses to start without its reserved
 cgroup (kubernetes#50770: "Failed to start ContainerManager ... cgroup ... does not exist").
 """
@@ -22,21 +22,24 @@ from kernel.util import CGROUP_ROOT, read
 LANES = ("v2-systemd",)
 
 ETC = Path("/etc/systemd/system")
+# Not kube.slice: a slice a daemon's Slice= made stays loaded, and the lane's other systemd tests
+# expect to create kube.slice as a transient unit themselves.
+SLICE = "bootkube.slice"
 RESERVED_MEMORY = str(150 << 20)
-KUBELET_CONFIG = """\
+KUBELET_CONFIG = f"""\
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: systemd
-kubeReserved: {memory: 150Mi}
-kubeReservedCgroup: /kube.slice
+kubeReserved: {{memory: 150Mi}}
+kubeReservedCgroup: /{SLICE}
 enforceNodeAllocatable: [pods, kube-reserved]
-evictionHard: {memory.available: 1Mi}
+evictionHard: {{memory.available: 1Mi}}
 """
 STAND_INS = {
     # Starts only when the reserved cgroup exists with its limit, as the kubelet needs it.
     "kubelet.service": (
         "[Service]\n"
-        f"ExecStartPre=/bin/grep -qx {RESERVED_MEMORY} {CGROUP_ROOT}/kube.slice/memory.max\n"
+        f"ExecStartPre=/bin/grep -qx {RESERVED_MEMORY} {CGROUP_ROOT}/{SLICE}/memory.max\n"
         "ExecStart=/bin/sleep infinity\n"
     ),
     "containerd.service": "[Service]\nExecStart=/bin/sleep infinity\n",
@@ -88,7 +91,7 @@ def boot(tmp_path: Path):
     try:
         yield args
     finally:
-        for unit in reversed(UNITS):
+        for unit in (*reversed(UNITS), SLICE):
             systemctl("stop", unit)
         down = cgalloc("teardown", "--state-dir", str(state)) if state.exists() else None
         for path in (*WRITTEN, *(ETC / unit for unit in STAND_INS)):
@@ -123,16 +126,16 @@ def test_unit_sets_up_the_tree_before_the_kubelet_and_keeps_daemons_in_their_sli
     assert monotonic("cgalloc-setup.service", "ExecMainExitTimestampMonotonic") <= monotonic(
         "kubelet.service", "ExecMainStartTimestampMonotonic"
     )
-    assert read(CGROUP_ROOT / "kube.slice/memory.max") == RESERVED_MEMORY
+    assert read(CGROUP_ROOT / SLICE / "memory.max") == RESERVED_MEMORY
     assert read(CGROUP_ROOT / "kubepods.slice/memory.max") != "max"
-    assert cgroup_of("kubelet.service") == "/kube.slice/kubelet.service"
+    assert cgroup_of("kubelet.service") == f"/{SLICE}/kubelet.service"
 
     # A daemon already running stays put until its next start, which the drop-in places.
     assert cgroup_of("containerd.service") == "/system.slice/containerd.service"
     assert systemctl("restart", "containerd.service").returncode == 0
-    assert cgroup_of("containerd.service") == "/kube.slice/containerd.service"
+    assert cgroup_of("containerd.service") == f"/{SLICE}/containerd.service"
     assert systemctl("restart", "kubelet.service").returncode == 0
-    assert cgroup_of("kubelet.service") == "/kube.slice/kubelet.service"
+    assert cgroup_of("kubelet.service") == f"/{SLICE}/kubelet.service"
 
     again = cgalloc("install-unit", "--daemons", "kubelet,containerd", "--", *boot)
     assert again.returncode == 0, again.stdout + again.stderr
