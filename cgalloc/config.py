@@ -445,7 +445,11 @@ def _check_config_fields(doc: dict, path: str, problems: list[str]) -> None:
             f"{label} in {path}: the kubelet refuses this file (failed to decode: json: cannot"
             f" unmarshal {got} into Go struct field KubeletConfiguration.{name} of type"
             f" {failed_type}); write {form}"
-            + (', quoting each value as a string such as cpu: "1".' if go_type == "map[string]string" else ".")
+            + (
+                ', quoting each value as a string such as cpu: "1".'
+                if go_type == "map[string]string"
+                else "."
+            )
         )
 
 

@@ -19,7 +19,6 @@ MAX_DEPTH = 64  # nesting of mappings/sequences; a KubeletConfiguration needs 3
 MAX_NODES = 1_000_000  # values after expanding every alias (what the program would walk)
 
 
-
 def _yaml():  # imported here, not at the top: commands without an input file never need it
     import yaml
 

@@ -30,6 +30,9 @@ ffibuilder.set_source(
     include_dirs=[os.path.relpath(HERE)],
     extra_compile_args=["-O2", "-Wall", "-Wextra", "-pthread"],
     extra_link_args=["-pthread"],
+    # Stable ABI: one extension (_cgcore.abi3.so) for every CPython >= 3.10; the wheel is tagged
+    # cp310-abi3 by the bdist_wheel option in pyproject.toml.
+    py_limited_api=True,
 )
 
 if __name__ == "__main__":

@@ -29,6 +29,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("verify", "Check the live cgroup tree against what setup would create"),
     "teardown": ("teardown", "Undo what setup recorded in the state directory"),
     "kubelet-config": ("kubelet_config", "Print the KubeletConfiguration fragment (YAML)"),
+    "install-unit": (
+        "install_unit",
+        "Install cgalloc-setup.service, which runs `cgalloc setup` at boot",
+    ),
 }
 
 
@@ -171,8 +175,25 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from cgalloc.cli.version import version_lines
+
+        typer.echo("\n".join(version_lines()))
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version, which I/O core is loaded (C or pure Python), the kubelet "
+        "version matched and the library versions, then exit.",
+    ),
+) -> None:
     """Keep ``cgalloc <command>`` a command group even while only one command is registered."""
 
 

@@ -385,7 +385,8 @@ def _parameter(opt: _Opt) -> inspect.Parameter:
     )
 
 
-def _node_inputs(values: dict[str, Any]) -> NodeInputs:
+def node_inputs_from(values: dict[str, Any]) -> NodeInputs:
+    """The ``NodeInputs`` of a command's parsed option values (by parameter name)."""
     flags: dict[str, list[str]] = {}
     files: dict[str, str | None] = {}
     for opt in _OPTIONS:
@@ -399,4 +400,4 @@ def _node_inputs(values: dict[str, Any]) -> NodeInputs:
 
 def node_inputs(command: Callable[..., object]) -> Callable[..., object]:
     """Give a typer command the shared node-input options as one ``inputs: NodeInputs``."""
-    return add_options(command, "inputs", [_parameter(opt) for opt in _OPTIONS], _node_inputs)
+    return add_options(command, "inputs", [_parameter(opt) for opt in _OPTIONS], node_inputs_from)

@@ -40,6 +40,10 @@ SETUP_HELP = (
     "Re-running with the same inputs writes nothing."
 )
 _PANEL = "Tree options"
+PROCS_DO_NOT_PERSIST = (
+    "processes moved by --kube-reserved-procs/--system-reserved-procs return to their unit's "
+    "cgroup when they restart; `cgalloc install-unit --daemons` keeps daemons in their slice."
+)
 
 
 def cgroupfs_option() -> typer.models.OptionInfo:
@@ -124,6 +128,8 @@ class TreeOptions:
             delegated=delegated,
         )
         warn(p.warnings)
+        if moves:
+            warn([PROCS_DO_NOT_PERSIST])
         return p
 
 
@@ -148,7 +154,9 @@ def _procs(role: str) -> inspect.Parameter:
         f"--{role}-procs",
         metavar="NAME,...",
         help=f"Move running processes with these names (comm or executable basename) into the "
-        f"{role} cgroup, e.g. kubelet,containerd. Repeatable.",
+        f"{role} cgroup, e.g. kubelet,containerd. Repeatable. A one-off: it does not persist, a "
+        "daemon is back in its unit's cgroup after its next restart; `cgalloc install-unit "
+        "--daemons` keeps it there.",
     )
 
 

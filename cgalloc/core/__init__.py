@@ -2,7 +2,8 @@
 
 Two implementations share one interface: ``native`` (csrc/cgcore.c through cffi; the GIL is
 released during every call, reads run on one thread per CPU) and ``pure`` (Python, used when
-the extension cannot be imported or ``CGALLOC_PURE=1``). ``IMPLEMENTATION`` names the one in use.
+the extension cannot be imported or ``CGALLOC_PURE=1``). ``IMPLEMENTATION`` names the one in
+use, ``PURE_REASON`` why the pure one (None with the C core).
 
 Interface::
 
@@ -68,13 +69,19 @@ from cgalloc.core.records import (
     WriteError,
 )
 
+# Why the pure core is in use (None with the C core): `cgalloc --version` reports it.
+PURE_REASON: str | None = None
 if os.environ.get("CGALLOC_PURE") == "1":
     from cgalloc.core import pure as _impl
+
+    PURE_REASON = "CGALLOC_PURE=1"
 else:
     try:
         from cgalloc.core import native as _impl
-    except ImportError:  # extension not built: same interface, slower
+    except ImportError as exc:  # extension not built: same interface, slower
         from cgalloc.core import pure as _impl
+
+        PURE_REASON = f"C extension not importable: {exc}"
 
 IMPLEMENTATION: str = _impl.IMPLEMENTATION
 Root = _impl.Root
@@ -91,6 +98,7 @@ __all__ = [
     "IMPLEMENTATION",
     "MAX",
     "OK",
+    "PURE_REASON",
     "STATUS_NAMES",
     "CoreError",
     "FileSpec",

@@ -1,0 +1,142 @@
+"""``cgalloc install-unit``: run setup at every boot, and keep the daemons in their slices."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+
+from cgalloc.bootunit import (
+    BOOT_REFUSED,
+    CONFIG_FILE,
+    DEFAULT_SETUP_ARGS,
+    UNIT_NAME,
+    FileChange,
+    apply_changes,
+    config_args,
+    daemon_slice,
+    install_changes,
+    uninstall_changes,
+)
+from cgalloc.cli.inputs import node_inputs_from
+from cgalloc.errors import HostError, InputError
+from cgalloc.systemd import systemd_running
+
+HELP = (
+    "Install cgalloc-setup.service, which runs `cgalloc setup` at boot before containerd, "
+    "CRI-O and the kubelet (a cgroupfs tree and transient slices do not survive a reboot), and "
+    "enable it. Setup's arguments go to /etc/cgalloc/setup.conf, written only when absent; "
+    "give them after '--' (default: --config /var/lib/kubelet/config.yaml). They are checked "
+    "before anything is written. Re-running changes nothing; --uninstall removes the unit, its "
+    "link and the drop-ins (the config file stays)."
+)
+
+
+def _setup_inputs(args: list[str]):
+    """Parse ``args`` as ``cgalloc setup`` would and return its validated NodeConfig."""
+    from cgalloc.cli import app
+
+    setup = typer.main.get_command(app).commands["setup"]  # type: ignore[attr-defined]
+    try:
+        ctx = setup.make_context("cgalloc setup", list(args))
+    except Exception as exc:  # click's UsageError (typer vendors click since 0.16)
+        if not hasattr(exc, "format_message"):
+            raise
+        raise InputError(f"setup arguments {' '.join(args)!r}: {exc.format_message()}") from None
+    for name, flag in BOOT_REFUSED.items():
+        if ctx.params.get(name):
+            raise InputError(f"setup arguments: {flag} has no place in the boot unit; drop it.")
+    return node_inputs_from(ctx.params).load_config()
+
+
+def _daemon_names(values: list[str]) -> list[str]:
+    return [n.strip() for v in values for n in v.split(",") if n.strip()]
+
+
+def _reload(root: Path) -> str | None:
+    """``systemctl daemon-reload`` on a real root under systemd; a warning when it fails."""
+    if root != Path("/") or not systemd_running():
+        return None
+    done = subprocess.run(
+        ["systemctl", "daemon-reload"], capture_output=True, text=True, timeout=120
+    )
+    return None if done.returncode == 0 else f"systemctl daemon-reload: {done.stderr.strip()}"
+
+
+def _show(changes: list[FileChange], dry_run: bool) -> None:
+    for change in changes:
+        typer.echo(("would " if dry_run else "") + change.describe())
+        if dry_run and change.content is not None:
+            typer.echo("".join(f"    {line}\n" for line in change.content.splitlines()), nl=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``install-unit`` to the app."""
+
+    @app.command("install-unit", help=HELP)
+    def install_unit(
+        setup_args: list[str] = typer.Argument(
+            None, metavar="SETUP-ARGS", help="Arguments of `cgalloc setup` at boot."
+        ),
+        daemons: list[str] = typer.Option(
+            [],
+            "--daemons",
+            metavar="NAME,...",
+            help="Also write drop-ins that put these units (kubelet, containerd, crio) in the "
+            "kube-reserved slice with Slice= and start them after the tree exists; systemd "
+            "keeps them there across restarts and reboots. Needs --cgroup-driver systemd and "
+            "a --kube-reserved-cgroup slice in the setup arguments.",
+        ),
+        root: str = typer.Option(
+            "/",
+            "--root",
+            metavar="DIR",
+            help="Write below DIR instead of / (an image being built); systemd is not told.",
+        ),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", help="Print the files that would change and their content."
+        ),
+        uninstall: bool = typer.Option(
+            False,
+            "--uninstall",
+            help="Remove the unit, its enable link and cgalloc's drop-ins instead.",
+        ),
+    ) -> None:
+        base = Path(root)
+        if not base.is_dir():
+            raise InputError(f"--root {root!r} is not a directory; give an existing directory.")
+        if uninstall:
+            changes = uninstall_changes(base)
+        else:
+            config = base / CONFIG_FILE
+            existing = config_args(config.read_text()) if config.is_file() else None
+            args = list(setup_args or ()) or existing or list(DEFAULT_SETUP_ARGS)
+            if setup_args and existing is not None and list(setup_args) != existing:
+                raise InputError(
+                    f"/{CONFIG_FILE} already holds other setup arguments "
+                    f"({' '.join(existing)}); edit that file instead."
+                )
+            cfg = _setup_inputs(args)
+            dropins = {d: daemon_slice(cfg, d) for d in _daemon_names(daemons)}
+            command = [sys.executable, "-m", "cgalloc"]
+            changes = install_changes(base, command, args, dropins)
+        _show(changes, dry_run)
+        if dry_run:
+            typer.echo(f"dry run: {len(changes)} files would change, nothing written")
+            return
+        if changes and base == Path("/") and os.geteuid() != 0:
+            raise HostError("installing the unit needs root; --dry-run shows the files.")
+        apply_changes(base, changes)
+        warning = _reload(base) if changes else None
+        if warning:
+            typer.echo(f"cgalloc: warning: {warning}", err=True)
+        if not changes:
+            summary = "nothing to change"
+        elif uninstall:
+            summary = f"removed {len(changes)} files; /{CONFIG_FILE} kept"
+        else:
+            summary = f"{UNIT_NAME} installed and enabled: {len(changes)} files changed"
+        typer.echo(summary)
