@@ -30,6 +30,7 @@ class KernelHooks(Protocol):
     def after_mkdir(self, mount: str, path: str) -> None: ...
     def before_rmdir(self, mount: str, path: str) -> None: ...
     def on_write(self, mount: str, relpath: str, value: str) -> str: ...
+    def after_write(self, mount: str, relpath: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,8 @@ def _write(roots: Roots, mount: str, rel: str, value: str, kernel: KernelHooks |
     if kernel is not None:
         value = kernel.on_write(mount, rel, value)
     roots[mount].write(rel, value)
+    if kernel is not None:
+        kernel.after_write(mount, rel)  # effects of a write that succeeded
 
 
 def _perform(

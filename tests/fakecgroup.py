@@ -132,8 +132,12 @@ class FakeKernel:
             elif token.startswith("-") and name in current:
                 current.remove(name)
         order = V2_CONTROLLERS.split()
-        _offer_to_children(target.parent, set(current))
         return " ".join(sorted(current, key=order.index)) + "\n"
+
+    def after_write(self, mount: str, relpath: str) -> None:
+        target = Path(mount, relpath)
+        if target.name == "cgroup.subtree_control":
+            _offer_to_children(target.parent, set(target.read_text().split()))
 
 
 def _offer_to_children(parent: Path, enabled: set[str]) -> None:
