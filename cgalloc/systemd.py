@@ -421,6 +421,11 @@ class SystemdUnits:
         name = slice_unit(path)
         if name is None:
             return False
+        if name not in self.record.started and self.client.unit_path(name) is not None:
+            # A unit systemd already has (system.slice on v1, whose cpuset or hugetlb directory
+            # systemd never makes): not cgalloc's to start or stop; the plan makes the missing
+            # directory and before_write keeps the unit's old properties for teardown.
+            return False
         if name not in self.record.started:
             # Recorded first: a run killed during the call still stops the unit on teardown.
             self.record.started.append(name)

@@ -253,3 +253,32 @@ def test_teardown_keeps_units_systemd_did_not_answer_for(tmp_path, silent_system
         f"kubepods.slice: stopping the transient unit failed: {unanswered}",
     ]
     assert UnitRecord.load(state.path) == units  # kept for the next teardown
+
+
+class _Client:
+    """Stands in for the D-Bus client: which units are loaded, and what was started."""
+
+    def __init__(self, loaded: set[str]):
+        self.loaded, self.started = loaded, []
+
+    def unit_path(self, name: str):
+        return f"/org/freedesktop/systemd1/unit/{name}" if name in self.loaded else None
+
+    def start_slice(self, name, description, props):
+        self.started.append(name)
+        self.loaded.add(name)
+
+
+def test_an_existing_slice_missing_one_v1_directory_is_not_started_or_recorded(tmp_path):
+    # Found in the Vagrant v1 + systemd run: system.slice has no cpuset directory on v1, so the
+    # plan creates it there; cgalloc must not take the unit as one it started (teardown would
+    # StopUnit system.slice and skip restoring its properties).
+    from cgalloc.systemd import SystemdUnits
+
+    client = _Client({"system.slice"})
+    units = SystemdUnits(client, str(tmp_path), v2=False, files={})
+    assert units.create(str(tmp_path / "cpuset"), "system.slice") is False
+    assert client.started == [] and units.record.started == []
+    # a slice systemd does not have is started and recorded, as before
+    units.create(str(tmp_path / "cpuset"), "kube.slice")
+    assert client.started == ["kube.slice"] and units.record.started == ["kube.slice"]

@@ -250,10 +250,16 @@ run_bench() {
 		;;
 	esac
 	cd "$src" || return 1
+	# the interleaved read and whole-command suites (their own JSON), then the setup bench
+	# (pytest-benchmark JSON, which results.py turns into rows)
 	env CGALLOC_BENCH_REAL=1 CGALLOC_BENCH_PODS="$pods" CGALLOC_BENCH_ROUNDS="$rounds" \
-		"$venv/bin/python" -m bench "${select[@]}" --benchmark-json="$results/bench.json" \
-		>"$results/bench.txt" 2>&1
+		CGALLOC_BENCH_SLOW_ROUNDS="$([[ $bench_mode == ci ]] && echo 0 || echo 3)" \
+		"$venv/bin/python" -m bench --trees real --json "$results/bench-read.json" \
+		--markdown "$results/bench-read.md" >"$results/bench.txt" 2>&1
 	local rc=$?
+	env CGALLOC_BENCH_REAL=1 CGALLOC_BENCH_PODS="$pods" CGALLOC_BENCH_ROUNDS="$rounds" \
+		"$venv/bin/python" -m bench setup "${select[@]}" --benchmark-json="$results/bench.json" \
+		>>"$results/bench.txt" 2>&1 || rc=1
 	cd - >/dev/null || true
 	tail -n 60 "$results/bench.txt"
 	return $rc
