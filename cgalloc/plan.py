@@ -364,6 +364,17 @@ def build(
         out_of_range += filter(None, (_value_problem(d, f, v) for _c, f, v in files))
         for c, f, v in files:
             final[(mounts[c], d.path, f)] = v
+        if d.role in RESERVED_ROLES and create_reserved:
+            # mkdir -p, as libcontainer's cgroupfs manager: a reserved cgroup's missing parents
+            # first (with systemd they start as the parent slices, e.g. kube.slice for the
+            # kubelet's /kube.slice/kube-reserved.slice)
+            for anc in _ancestors(d.path)[1:]:
+                for mount in lacking(anc, mounts):
+                    if (mount, anc) not in created:
+                        structure.append(Action("mkdir", mount, anc, cgroup=anc))
+                        created.add((mount, anc))
+                        if not v2 and mounts.get("cpuset") == mount:
+                            structure.extend(_cpuset_seed(mount, anc, final))
         if v2:
             for anc in _ancestors(d.path):
                 key = (mounts["cpu"], anc)

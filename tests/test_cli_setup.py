@@ -295,3 +295,24 @@ def test_cgroups_per_qos_false_limits_the_cgroup_root(tree, tmp_path, capsys):
     # mycg exists; enabling memory in the root makes its memory.max appear at "max"
     assert "  write mycg/memory.max: max -> 8589934592" in lines
     assert not any("kubepods" in line for line in lines)
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_a_nested_reserved_cgroup_gets_its_missing_parents(tmp_path, monkeypatch, capsys, version):
+    # The kubelet maps --kube-reserved-cgroup /kube-reserved.slice to
+    # /kube.slice/kube-reserved.slice under the systemd driver, and a cgroupfs path may be nested
+    # too: setup makes the missing parent first (mkdir -p), and teardown removes both.
+    tree = fake_tree(tmp_path, monkeypatch, version)
+    before = snapshot(tree)
+    args = [*NODE[:-1], "/outer/system"]
+    code, out, err = run(capsys, "setup", *args, *where(tree, tmp_path))
+    assert code == 0, err
+    mkdirs = [line.split()[-1] for line in out.splitlines() if line.startswith("  mkdir")]
+    if version == "v1":  # "mkdir cpu,cpuacct/outer": one line per hierarchy
+        mkdirs = [m.split("/", 1)[1] for m in mkdirs if m.startswith("cpu,cpuacct/")]
+    assert mkdirs.index("outer") < mkdirs.index("outer/system")
+    code, out, _ = run(capsys, "verify", *args, *where(tree, tmp_path))
+    assert code == 0, out
+    code, _, err = run(capsys, "teardown", *where(tree, tmp_path))
+    assert code == 0, err
+    assert snapshot(tree) == before
