@@ -241,7 +241,8 @@ def reserved_mapping_note(field: str, value: str, driver: str) -> str | None:
         return None
     note = (
         f"{field} {value}: the kubelet's {driver} driver looks for {kubelet} (it keeps only the"
-        f" last path component, kubernetes#110288); cgalloc creates and limits {kubelet}"
+        " last path component and nests a slice by the dashes in its name, kubernetes#110288);"
+        f" cgalloc creates and limits {kubelet}"
     )
     if real != kubelet:
         note += f" and also limits the unit's real cgroup {real}, where its processes run"

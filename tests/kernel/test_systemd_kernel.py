@@ -103,7 +103,6 @@ def test_kube_reserved_may_be_a_service_unit_path(tmp_path):
     # (ParseSystemdToCgroupName keeps path.Base; "-" then nests the slice). cgalloc creates and
     # limits that slice, so a kubelet given the same value starts, and also limits the
     # service's real cgroup through the unit's properties.
-    # no "-": its kubelet slice is top level (a nested new slice is a known gap in --systemd mode)
     unit = "cgallocdaemon.service"
     run = subprocess.run(
         ["systemd-run", f"--unit={unit}", "--slice=system.slice", "sleep", "300"],
@@ -140,3 +139,35 @@ def test_kube_reserved_may_be_a_service_unit_path(tmp_path):
         assert not kubelets.exists()
     finally:
         systemctl("stop", unit)
+
+
+def test_kube_reserved_slice_nests_as_the_kubelet_maps_it(tmp_path):
+    # pkg/kubelet/cm/cgroup_manager_linux.go ParseSystemdToCgroupName + systemd's slice naming:
+    # --kube-reserved-cgroup /kube-reserved.slice is /kube.slice/kube-reserved.slice to the
+    # kubelet. cgalloc starts kube.slice first (it did not exist), then the nested slice, and
+    # limits the cgroup the kubelet looks for; teardown stops both.
+    state = ["--state-dir", str(tmp_path / "state")]
+    args = [
+        *NODE,
+        "--cgroup-driver",
+        "systemd",
+        "--enforce",
+        "pods,kube-reserved",
+        "--kube-reserved-cgroup",
+        "/kube-reserved.slice",
+    ]
+    before = listing()
+    try:
+        done = cgalloc("setup", *args, *state)
+        assert done.returncode == 0, done.stdout + done.stderr
+        nested = CGROUP_ROOT / "kube.slice" / "kube-reserved.slice"
+        assert read(nested / "memory.max") == RESERVED_MEMORY
+        assert show("kube-reserved.slice", "MemoryMax") == RESERVED_MEMORY
+        assert "kube.slice/kube-reserved.slice" in done.stderr  # the warning names both paths
+        assert cgalloc("verify", *args).returncode == 0
+    finally:
+        down = cgalloc("teardown", *state)
+        assert down.returncode == 0, down.stdout + down.stderr
+    for unit in ("kube.slice", "kube-reserved.slice"):
+        assert systemctl("is-active", unit).stdout.strip() == "inactive", unit
+    assert listing() == before
