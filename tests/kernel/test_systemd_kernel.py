@@ -33,6 +33,12 @@ RESERVED_MEMORY = str(150 << 20)
 UNITS = ("kubepods.slice", "kubepods-burstable.slice", "kubepods-besteffort.slice", "kube.slice")
 
 
+def kube_reserved_at(cgroup: str) -> list[str]:
+    """The systemd-driver node with only kube-reserved enforced, at ``cgroup``."""
+    return [*NODE, "--cgroup-driver", "systemd", "--enforce", "pods,kube-reserved",
+            "--kube-reserved-cgroup", cgroup]  # fmt: skip
+
+
 def systemctl(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["systemctl", *args], capture_output=True, text=True, timeout=60)
 
@@ -113,15 +119,7 @@ def test_kube_reserved_may_be_a_service_unit_path(tmp_path):
     assert run.returncode == 0, run.stderr
     service = CGROUP_ROOT / "system.slice" / unit
     state = ["--state-dir", str(tmp_path / "state")]
-    args = [
-        *NODE,
-        "--cgroup-driver",
-        "systemd",
-        "--enforce",
-        "pods,kube-reserved",
-        "--kube-reserved-cgroup",
-        f"/system.slice/{unit}",
-    ]
+    args = kube_reserved_at(f"/system.slice/{unit}")
     try:
         done = cgalloc("setup", *args, *state)
         assert done.returncode == 0, done.stdout + done.stderr
@@ -147,15 +145,7 @@ def test_kube_reserved_slice_nests_as_the_kubelet_maps_it(tmp_path):
     # kubelet. cgalloc starts kube.slice first (it did not exist), then the nested slice, and
     # limits the cgroup the kubelet looks for; teardown stops both.
     state = ["--state-dir", str(tmp_path / "state")]
-    args = [
-        *NODE,
-        "--cgroup-driver",
-        "systemd",
-        "--enforce",
-        "pods,kube-reserved",
-        "--kube-reserved-cgroup",
-        "/kube-reserved.slice",
-    ]
+    args = kube_reserved_at("/kube-reserved.slice")
     before = listing()
     try:
         done = cgalloc("setup", *args, *state)
