@@ -232,7 +232,7 @@ def test_none_policy_gives_kubepods_and_reserved_cgroups_every_cpu(tmp_path):
     pod = "kubepods/besteffort/podall"
     online = read("/sys/devices/system/cpu/online")
     extra = ["--enforce", "pods,system-reserved", "--system-reserved-cgroup", "/system.slice"]
-    with node(tmp_path, *extra, pods=[{"uid": "all", "qos": "besteffort"}]):
+    with node(tmp_path, *extra, pods=[manifest("all", {})]):
         assert read(ctrl_dir("cpuset", "kubepods") / "cpuset.cpus") == online
         assert read(ctrl_dir("cpuset", "system.slice") / "cpuset.cpus") == online
         done = run_in(pod, "import os; print(len(os.sched_getaffinity(0)))")
