@@ -911,7 +911,8 @@ def build(
     _strings(values, problems)
     gates: dict[str, bool] = values["feature-gates"]  # type: ignore[assignment]
     label = BY_FLAG["feature-gates"].label
-    version = str(values.get("kubelet-version", DEFAULT_KUBELET_VERSION))
+    # an unsupported --kubelet-version is refused in _strings; gates are checked at the default
+    version = normalise(str(values["kubelet-version"])) or DEFAULT_KUBELET_VERSION
     problems += [
         f"{label}: {p}; expected {features.FORM}." for p in features.check_gates(gates, version)
     ]

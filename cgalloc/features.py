@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cgalloc.versions import minor_tuple
+
 if TYPE_CHECKING:
     from cgalloc.config import NodeConfig
 
@@ -44,17 +46,9 @@ _NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 FORM = "gate=true|false pairs separated by commas, such as MemoryQoS=true,QOSReserved=true"
 
 
-def minor(version: str) -> tuple[int, int]:
-    """ "1.34" or "v1.34.2" → (1, 34); ValueError otherwise."""
-    parts = version.strip().removeprefix("v").split(".")
-    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
-        raise ValueError(f"kubelet version {version!r} is not of the form 1.<minor>")
-    return int(parts[0]), int(parts[1])
-
-
 def spec_at(name: str, version: str) -> Spec:
     """The spec of a modelled gate in force at kubelet ``version``."""
-    at = minor(version)
+    at = minor_tuple(version)
     chosen = GATES[name][0]
     for spec in GATES[name]:
         if spec.since <= at:

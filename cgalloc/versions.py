@@ -43,7 +43,6 @@ BEHAVIOURS = (
         "the default hard-eviction set includes imagefs.inodesFree<5% (kubernetes#121834)",
     ),
 )
-BY_NAME = {b.name: b for b in BEHAVIOURS}
 
 
 def minor_tuple(version: str) -> tuple[int, int]:
@@ -52,11 +51,6 @@ def minor_tuple(version: str) -> tuple[int, int]:
     if not sep or not major.isdigit() or not minor.isdigit() or not major.isascii():
         raise ValueError(f"{version!r} is not a MAJOR.MINOR version")
     return int(major), int(minor)
-
-
-def has(version: str, behaviour: str) -> bool:
-    """Whether kubelet ``version`` has ``behaviour`` (a name from :data:`BEHAVIOURS`)."""
-    return minor_tuple(version) >= minor_tuple(BY_NAME[behaviour].since)
 
 
 def normalise(text: str) -> str | None:
@@ -73,6 +67,7 @@ def help_text() -> str:
     items = "; ".join(f"{b.what} (since {b.since})" for b in BEHAVIOURS)
     return (
         f"Kubelet minor to match: {', '.join(SUPPORTED_VERSIONS)} (default"
-        f" {DEFAULT_KUBELET_VERSION}, the newest stable). Version-dependent behaviours: {items};"
-        " and the feature-gate defaults of the pod level."
+        f" {DEFAULT_KUBELET_VERSION}, the newest stable). Behaviours that changed in earlier"
+        f" releases and hold for every supported minor: {items}. The feature-gate defaults of"
+        " the pod level follow the minor given."
     )
