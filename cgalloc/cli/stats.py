@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import typer
 
 from cgalloc import netstats, stats
-from cgalloc.cgroupfs import V1_UNLIMITED_FLOOR, Hierarchy, controller_dirs
+from cgalloc.cgroupfs import Hierarchy, controller_dirs
+from cgalloc.cli import stats_table
 from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
-from cgalloc.cli.render import OutputFormat, aligned, dumps, output_option, warn
+from cgalloc.cli.render import OutputFormat, dumps, output_option, warn
 from cgalloc.errors import InputError
 from cgalloc.resources import MEMORY
 from cgalloc.tree import kubepods_path as _kubepods_path
@@ -23,7 +26,8 @@ STATS_HELP = (
     "Read the usage of this node's cgroup tree (root, kubepods, QoS tiers, pods, kube-reserved"
     " and system-reserved) and show it against each cgroup's limit or reservation, flagging"
     " daemons that use more than was reserved for them. --output json gives the kubelet's"
-    " /stats/summary shape. Read-only; works unprivileged."
+    " /stats/summary shape (with --watch: one JSON document per line; YAML documents separated"
+    " by ---). Read-only; works unprivileged. " + stats_table.COLUMNS_HELP
 )
 
 
@@ -44,50 +48,15 @@ def _missing_lines(h: Hierarchy, targets: Sequence[stats.Target], recs) -> list[
     return lines
 
 
-def _mib(value: int | None) -> str:
-    if value is None:
-        return "-"
-    if value >= V1_UNLIMITED_FLOOR:
-        return "max"
-    return f"{value / 2**20:.1f}Mi"
+@dataclass(frozen=True)
+class View:
+    """How samples are shown: format, table order and headers, the watch title and redraw."""
 
-
-def _cores(nano: int | None) -> str:
-    return "-" if nano is None else f"{nano / 1e9:.3f}"
-
-
-def _cpu_limit(rec: stats.CgroupStats) -> str:
-    q, p = rec.cpu_quota_us, rec.cpu_period_us
-    if q is None or p is None:
-        return "-"
-    return "max" if q == stats.UNLIMITED else f"{q / p:.3f}"
-
-
-def _table(rows: list[dict]) -> str:
-    header = ("CGROUP", "ROLE", "CPU", "CPU LIMIT", "CPU RESERVED", "MEMORY WS", "MEMORY LIMIT",
-              "MEMORY RESERVED", "PIDS", "THROTTLED", "FLAG")  # fmt: skip
-    body = [
-        (
-            "/" + r["target"].path,
-            r["target"].role,
-            _cores(stats.usage_nano_cores(r["prev"], r["cur"])),
-            _cpu_limit(r["cur"]),
-            "-" if r["target"].reserved_milli_cpu is None else f"{r['target'].reserved_milli_cpu}m",
-            _mib(r["cur"].working_set),
-            _mib(r["cur"].memory_limit),
-            _mib(r["target"].reserved_memory),
-            "-" if r["cur"].pids_current is None else str(r["cur"].pids_current),
-            "-"
-            if r["cur"].nr_throttled is None
-            else f"{r['cur'].nr_throttled}/{r['cur'].nr_periods}",
-            "OVER RESERVATION" if r["over"] else "",
-        )
-        for r in rows
-    ]
-    lines = aligned([header, *body])
-    for r in rows:
-        lines += [f"{r['target'].role} /{r['target'].path}: {why}" for why in r["over"]]
-    return "\n".join(line.rstrip() for line in lines)
+    output: OutputFormat
+    sort_by: stats_table.SortBy = stats_table.SortBy.tree
+    headers: bool = True
+    title: Callable[[float], str] | None = None  # the line above each watch frame
+    redraw: bool = False  # clear the terminal before each frame
 
 
 class _Run:
@@ -109,10 +78,13 @@ class _Run:
         self.h, plain = stats.open_hierarchy(cgroupfs)
         self.reader = stats.TreeReader(self.h, allow_any_fs=plain)
         self.prev: dict[str, stats.CgroupStats] = {}
+        self.keep: Callable[[stats.Target], bool] = lambda _t: True
 
     def sample(self) -> tuple[list[stats.Target], list[stats.CgroupStats]]:
         # Pods come and go: list them again on every sample.
         targets = stats.node_targets(self.cfg, self.h, self.kubepods, self.reserved, self.daemons)
+        # The table's --role / --depth: cgroups not shown are not read either.
+        targets = [t for t in targets if self.keep(t)]
         recs = self.reader.sample([t.path for t in targets])
         warn(self.reader.pop_warnings())
         return targets, recs
@@ -159,28 +131,34 @@ class _Run:
             pods.append(pod)
         return {"node": node, "pods": pods}
 
-    def rows(self, targets, recs) -> list[dict]:
-        return [
-            {
-                "target": t,
-                "cur": r,
-                "prev": self.prev.get(t.path),
-                "over": stats.overflow(t, r, self.prev.get(t.path)),
-            }
-            for t, r in zip(targets, recs, strict=True)
-            if r.found
-        ]
+    def rows(self, targets, recs) -> list[stats_table.Row]:
+        """The table's rows of one sample: the cgroups found, with their rate and overflow."""
+        out = []
+        for t, r in zip(targets, recs, strict=True):
+            if r.found:
+                prev = self.prev.get(t.path)
+                rate = stats.usage_nano_cores(prev, r)
+                out.append(stats_table.Row(t, r, rate, stats.overflow(t, r, prev)))
+        return out
 
-    def render(self, targets, recs, output: OutputFormat, node_name: str) -> None:
-        missing = _missing_lines(self.h, targets, recs)
-        if output is OutputFormat.table:
-            for line in missing:
-                typer.echo(line)
-            typer.echo(_table(self.rows(targets, recs)))
+    def frame(self, targets, recs, view: View, node_name: str) -> tuple[str, list[str]]:
+        """One sample as text, and the warnings that go with it (for stderr)."""
+        warnings = _missing_lines(self.h, targets, recs)
+        if view.output is OutputFormat.table:
+            rows = stats_table.ordered(self.rows(targets, recs), view.sort_by)
+            lines = [stats_table.table(rows, headers=view.headers)]
+            notes = stats_table.reasons(rows)
+            if view.headers:
+                lines += notes
+            else:
+                warnings += notes  # stdout keeps rows only, for scripts
+            if view.title:
+                lines.insert(0, view.title(time.time()))
+            text = "\n".join(lines)
         else:
-            warn(missing)
-            typer.echo(dumps(self.document(targets, recs, node_name), output, compact=True))
+            text = dumps(self.document(targets, recs, node_name), view.output, compact=True)
         self.prev = {r.path: r for r in recs if r.found}
+        return text, warnings
 
 
 def _boot_time() -> float:
@@ -190,6 +168,48 @@ def _boot_time() -> float:
 
 
 MAX_SECONDS = 86400  # a day: time.sleep() overflows on 1e300, and nan/inf are no duration
+
+
+# What goes between two --watch samples off a terminal: a blank line between tables, nothing
+# between NDJSON lines, the YAML document separator.
+_SEPARATORS = {OutputFormat.table: "", OutputFormat.json: None, OutputFormat.yaml: "---"}
+
+
+def _show(text: str, warnings: list[str]) -> None:
+    typer.echo(text)  # click.echo flushes: each watch sample reaches a pipe when it is taken
+    warn(warnings)
+
+
+def _view(
+    output: OutputFormat,
+    watch: float | None,
+    sort_by: stats_table.SortBy,
+    headers: bool,
+    role: str,
+    depth: int | None,
+) -> View:
+    """The view the options ask for; table-only options with -o json/yaml are refused."""
+    if depth is not None and depth < 0:
+        raise InputError("--depth must be a whole number of levels below the root, 0 or more.")
+    if output is not OutputFormat.table:
+        given = [flag for flag, on in (("--role", bool(role)), ("--depth", depth is not None),
+                 ("--sort-by", sort_by is not stats_table.SortBy.tree),
+                 ("--no-headers", not headers)) if on]  # fmt: skip
+        if given:
+            raise InputError(
+                f"{given[0]} shapes the table only; with -o {output.value} the document keeps"
+                " the kubelet's /stats/summary shape (drop it, or use -o table)."
+            )
+        return View(output)
+    title = None
+    if watch is not None and headers:
+        host = socket.gethostname()
+
+        def title(now: float) -> str:
+            return f"Every {watch:g}s: cgalloc stats on {host}  {stats.rfc3339(now)}"
+
+    redraw = watch is not None and sys.stdout.isatty()
+    return View(output, sort_by, headers, title, redraw)
 
 
 def _positive(value: float | None, label: str) -> None:
@@ -238,6 +258,25 @@ def register(app: typer.Typer) -> None:
         node_name: str = typer.Option(
             "", "--node-name", metavar="NAME", help="nodeName in the JSON (default: hostname)."
         ),
+        role: str = typer.Option(
+            "", "--role", metavar="ROLE[,ROLE...]",
+            help="Table: show only cgroups of these roles (" + ", ".join(stats_table.ROLES) + ").",
+        ),
+        depth: int | None = typer.Option(
+            None, "--depth", metavar="N",
+            help="Table: show only cgroups at most N levels below the root (0: the root,"
+            " 1: kubepods, 2: QoS tiers and Guaranteed pods, 3: other pods).",
+        ),
+        sort_by: stats_table.SortBy = typer.Option(
+            stats_table.SortBy.tree, "--sort-by",
+            help="Table row order: tree (as the tree nests), name (path), role, or the largest"
+            " first: cpu, memory (working set), pids. Ties are ordered by path.",
+        ),
+        no_headers: bool = typer.Option(
+            False, "--no-headers",
+            help="Table: rows only (no column header, no watch title); the reasons for"
+            " OVER-RESERVATION go to stderr.",
+        ),
     ) -> None:  # fmt: skip
         _positive(watch, "--watch")
         if count < 0:
@@ -251,23 +290,27 @@ def register(app: typer.Typer) -> None:
                                daemons.values(), strict=True):  # fmt: skip
             if value and not value.startswith("/"):
                 raise InputError(f"{flag} must be an absolute cgroup path such as /kubelet.")
+        view = _view(output, watch, sort_by, not no_headers, role, depth)
         run = _Run(inputs, cgroupfs, {k: v for k, v in daemons.items() if v})
+        run.keep = stats_table.keeper(stats_table.parse_roles(role), depth)
         name = node_name or socket.gethostname()
         try:
             if watch is None:
                 if interval > 0:
-                    targets, recs = run.sample()
+                    _, recs = run.sample()
                     run.prev = {r.path: r for r in recs if r.found}
                     time.sleep(interval)
-                targets, recs = run.sample()
-                run.render(targets, recs, output, name)
+                _show(*run.frame(*run.sample(), view, name))
                 return
+            separator = _SEPARATORS[output]
             done = 0
             while True:
-                targets, recs = run.sample()
-                if done:
-                    typer.echo("")
-                run.render(targets, recs, output, name)
+                text, warnings = run.frame(*run.sample(), view, name)
+                if view.redraw:
+                    text = stats_table.CLEAR + text  # one write: no flicker
+                elif done and separator is not None:
+                    typer.echo(separator)
+                _show(text, warnings)  # warnings after the frame, so a redraw cannot wipe them
                 done += 1
                 if count and done >= count:
                     return
