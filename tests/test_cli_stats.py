@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -221,3 +222,212 @@ def test_real_host_hierarchy_read_only(capsys):
     assert doc["node"]["cpu"]["usageCoreNanoSeconds"] > 0
     assert doc["node"]["memory"]["workingSetBytes"] > 0
     assert doc["node"]["cpu"]["usageNanoCores"] >= 0
+
+
+# ---- the table: units, columns, filters, order ------------------------------------------------
+
+KUBE_RESERVED = ("--kube-reserved-cgroup", "/kube-reserved", "--kube-reserved")
+
+
+def _rows(out: str) -> dict[str, list[str]]:
+    return {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("/")}
+
+
+def test_table_shows_cores_and_mib_gib_under_one_token_headers(capsys, v2_tree):
+    code, out, err = run(
+        capsys, "--cgroupfs", v2_tree, "--interval", "0", *KUBE_RESERVED, "cpu=100m,memory=2Gi"
+    )
+    assert code == 0, err
+    header, *_ = out.splitlines()
+    assert header.split() == [
+        "CGROUP", "ROLE", "CPU", "CPU-LIMIT", "CPU-RESERVED", "MEMORY", "MEMORY-LIMIT",
+        "MEMORY-RESERVED", "PIDS", "THROTTLED", "FLAG",
+    ]  # fmt: skip
+    kr = _rows(out)["/kube-reserved"]
+    # cpu.max "150000 100000" = 1.5 cores; 100m reserved; working set 8 MiB - 3 MiB inactive_file;
+    # memory.max 16 MiB; 2Gi reserved; 2 of 10 periods throttled
+    assert kr[2:10] == ["-", "1.500", "0.100", "5.0MiB", "16.0MiB", "2.00GiB", "4", "2/10"]
+    assert _rows(out)["/kubepods"][3:7] == ["1.500", "-", "5.0MiB", "max"]
+
+
+def test_help_explains_every_column(capsys):
+    code, out, _ = run(capsys, "--help")
+    assert code == 0
+    text = " ".join(out.split())
+    explained = [line.split()[0] for line in out.splitlines() if line.startswith("    ")]
+    for column in ("CGROUP", "ROLE", "CPU", "CPU-LIMIT", "CPU-RESERVED", "MEMORY", "MEMORY-LIMIT",
+                   "MEMORY-RESERVED", "PIDS", "THROTTLED", "FLAG"):  # fmt: skip
+        assert column in explained, column
+    assert "MEMORY working set in MiB/GiB (usage - inactive_file" in text
+    for option in ("--role", "--depth", "--sort-by", "--no-headers"):
+        assert option in text
+
+
+def test_no_headers_prints_rows_only_and_reasons_to_stderr(capsys, v2_tree):
+    code, out, err = run(
+        capsys, "--cgroupfs", v2_tree, "--interval", "0", "--no-headers",
+        *KUBE_RESERVED, "memory=1Mi",
+    )  # fmt: skip
+    assert code == 0
+    lines = out.splitlines()
+    assert lines and all(line.startswith("/") for line in lines)
+    assert len(lines) == 7  # root, kubepods, 2 tiers, 2 pods, kube-reserved
+    assert "kube-reserved /kube-reserved: memory working set" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "paths"),
+    [
+        (["--role", "pod"], ["/kubepods/podaaaa-bbbb", "/kubepods/burstable/pod1111-2222"]),
+        (["--role", "node,kube-reserved"], ["/", "/kube-reserved"]),
+        (["--role", "qos"], ["/kubepods/burstable", "/kubepods/besteffort"]),
+        (["--depth", "0"], ["/"]),
+        (["--depth", "1"], ["/", "/kubepods", "/kube-reserved"]),
+        (["--depth", "2", "--role", "pod"], ["/kubepods/podaaaa-bbbb"]),
+    ],
+)
+def test_role_and_depth_filter_rows(capsys, v2_tree, args, paths):
+    code, out, err = run(capsys, "--cgroupfs", v2_tree, "--interval", "0", *args,
+                         "--kube-reserved-cgroup", "/kube-reserved")  # fmt: skip
+    assert code == 0, err
+    assert list(_rows(out)) == paths
+
+
+def test_sort_by_memory_pids_name_role(capsys, v2_tree):
+    pod = os.path.join(v2_tree, "kubepods/burstable/pod1111-2222")
+    write_files(pod, {"memory.current": f"{10 * 2**20}\n", "pids.current": "99\n"})
+    base = ("--cgroupfs", v2_tree, "--interval", "0", "--kube-reserved-cgroup", "/kube-reserved")
+    order = {}
+    for key in ("tree", "memory", "pids", "name", "role"):
+        code, out, err = run(capsys, *base, "--sort-by", key)
+        assert code == 0, err
+        order[key] = list(_rows(out))
+    assert order["tree"][:2] == ["/", "/kubepods"]
+    # working sets: burstable pod 7 MiB; kubepods and kube-reserved tie at 5 MiB (path decides)
+    # working sets: pod1111 7 MiB; kube-reserved and kubepods tie at 5 MiB, the root has 4 MiB,
+    # the tiers and the other pod 1 MiB: ties are ordered by path
+    assert order["memory"] == [
+        "/kubepods/burstable/pod1111-2222", "/kube-reserved", "/kubepods", "/",
+        "/kubepods/besteffort", "/kubepods/burstable", "/kubepods/podaaaa-bbbb",
+    ]  # fmt: skip
+    assert order["pids"][0] == "/kubepods/burstable/pod1111-2222"
+    assert order["name"] == sorted(order["tree"])
+    assert order["role"] == [
+        "/", "/kubepods", "/kubepods/besteffort", "/kubepods/burstable",
+        "/kubepods/burstable/pod1111-2222", "/kubepods/podaaaa-bbbb", "/kube-reserved",
+    ]  # fmt: skip
+
+
+def test_sort_by_cpu_puts_the_busiest_first(capsys, v2_tree, monkeypatch):
+    """The burstable pod burns CPU between the two samples; it leads despite the tree order."""
+    import time as _time
+
+    real_sleep = _time.sleep
+
+    def busy_pod(seconds: float) -> None:
+        real_sleep(seconds)
+        pod = os.path.join(v2_tree, "kubepods/burstable/pod1111-2222")
+        write_files(pod, {"cpu.stat": "usage_usec 9000001\nnr_periods 10\nnr_throttled 2\n"})
+
+    monkeypatch.setattr("cgalloc.cli.stats.time.sleep", busy_pod)
+    code, out, err = run(capsys, "--cgroupfs", v2_tree, "--interval", "0.05", "--role", "pod",
+                         "--sort-by", "cpu")  # fmt: skip
+    assert code == 0, err
+    assert list(_rows(out)) == ["/kubepods/burstable/pod1111-2222", "/kubepods/podaaaa-bbbb"]
+    assert float(_rows(out)["/kubepods/burstable/pod1111-2222"][2]) > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--role", "pods"], "--role must be a comma-separated list of node, kubepods, qos, pod"),
+        (["--depth", "-1"], "--depth must be a whole number of levels below the root"),
+        (["-o", "json", "--role", "pod"], "--role shapes the table only; with -o json"),
+        (["-o", "yaml", "--sort-by", "cpu"], "--sort-by shapes the table only; with -o yaml"),
+        (["-o", "json", "--no-headers"], "--no-headers shapes the table only"),
+    ],
+)
+def test_table_options_bad_input_exit_2(capsys, v2_tree, args, message):
+    code, out, err = run(capsys, "--cgroupfs", v2_tree, "--interval", "0", *args)
+    assert code == 2
+    assert out == ""
+    assert err.startswith(f"cgalloc: {message}")
+
+
+# ---- --watch: timestamps, NDJSON, YAML stream, redraw on a terminal ---------------------------
+
+RFC3339 = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+
+
+def test_watch_table_titles_each_sample_with_an_rfc3339_time(capsys, v2_tree):
+    import re
+
+    code, out, _ = run(capsys, "--cgroupfs", v2_tree, "--watch", "0.05", "--count", "2")
+    assert code == 0
+    titles = [line for line in out.splitlines() if line.startswith("Every ")]
+    assert len(titles) == 2
+    for title in titles:
+        assert re.fullmatch(rf"Every 0\.05s: cgalloc stats on \S+  {RFC3339}", title), title
+    assert "\x1b[" not in out  # not a terminal: no redraw codes
+
+
+def test_watch_json_is_one_compact_document_per_line(capsys, v2_tree):
+    code, out, _ = run(
+        capsys, "--cgroupfs", v2_tree, "--watch", "0.02", "--count", "3", "-o", "json"
+    )
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) == 3  # NDJSON: no blank or separator lines
+    docs = [json.loads(line) for line in lines]
+    for doc in docs:
+        assert set(doc) == {"node", "pods"}
+        assert re.fullmatch(RFC3339, doc["node"]["cpu"]["time"])
+    assert "usageNanoCores" not in docs[0]["node"]["cpu"]
+    assert "usageNanoCores" in docs[1]["node"]["cpu"]
+
+
+def test_watch_yaml_documents_are_separated_by_three_dashes(capsys, v2_tree):
+    import yaml
+
+    code, out, _ = run(
+        capsys, "--cgroupfs", v2_tree, "--watch", "0.02", "--count", "2", "-o", "yaml"
+    )
+    assert code == 0
+    docs = list(yaml.safe_load_all(out))
+    assert len(docs) == 2
+    assert all(set(d) == {"node", "pods"} for d in docs)
+
+
+def test_watch_on_a_terminal_redraws_in_place(v2_tree):
+    """stdout is a pseudo-terminal: each frame starts with cursor-home + erase, nothing scrolls."""
+    import pty
+    import subprocess
+    import sys
+
+    primary, replica = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cgalloc", "stats", "--cgroupfs", v2_tree, "--watch", "0.05",
+         "--count", "3"],
+        stdin=subprocess.DEVNULL, stdout=replica, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    os.close(replica)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(primary)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    screen = b"".join(chunks).decode().replace("\r\n", "\n")
+    frames = screen.split("\x1b[H\x1b[2J")
+    assert frames[0] == ""  # the first frame clears too
+    assert len(frames) == 4
+    for frame in frames[1:]:
+        assert frame.startswith("Every 0.05s: cgalloc stats on ")
+        assert frame.splitlines()[1].split()[:2] == ["CGROUP", "ROLE"]
+        assert "\n\n" not in frame  # no blank separators when redrawing

@@ -27,7 +27,7 @@ STATS_HELP = (
     " and system-reserved) and show it against each cgroup's limit or reservation, flagging"
     " daemons that use more than was reserved for them. --output json gives the kubelet's"
     " /stats/summary shape (with --watch: one JSON document per line; YAML documents separated"
-    " by ---). Read-only; works unprivileged. " + stats_table.COLUMNS_HELP
+    " by ---). Read-only; works unprivileged.\n\n" + stats_table.COLUMNS_HELP
 )
 
 

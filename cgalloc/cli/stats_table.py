@@ -20,16 +20,25 @@ HEADER = ("CGROUP", "ROLE", "CPU", "CPU-LIMIT", "CPU-RESERVED", "MEMORY", "MEMOR
           "MEMORY-RESERVED", "PIDS", "THROTTLED", "FLAG")  # fmt: skip
 OVER = "OVER-RESERVATION"
 
-COLUMNS_HELP = (
-    "Table columns: CGROUP the path below the hierarchy root; ROLE one of "
-    + ", ".join(ROLES)
-    + " (node is the root cgroup); CPU the usage in cores over the last interval (- until two"
-    " samples exist); CPU-LIMIT the quota in cores (max: none); CPU-RESERVED the reservation in"
-    " cores; MEMORY the working set (usage - inactive_file, as the kubelet counts it) in MiB or"
-    " GiB; MEMORY-LIMIT the limit (max: none); MEMORY-RESERVED the reservation; PIDS the tasks"
-    " now; THROTTLED throttled periods/periods; FLAG OVER-RESERVATION where a reserved cgroup"
-    " uses more than was reserved (the reason follows the table). - means not available."
-)
+# "\b" keeps click from re-wrapping the paragraph: one column per line.
+COLUMNS_HELP = "\n".join((
+    "\b",
+    "Table columns (- means not available):",
+    "  CGROUP           path below the hierarchy root",
+    "  ROLE             node (the root cgroup), " + ", ".join(ROLES[1:5]) + ",",
+    "                   " + ", ".join(ROLES[5:]),
+    "  CPU              usage in cores since the previous sample (- on the first)",
+    "  CPU-LIMIT        quota in cores (max: none)",
+    "  CPU-RESERVED     reservation in cores",
+    "  MEMORY           working set in MiB/GiB (usage - inactive_file, as the kubelet",
+    "                   counts it)",
+    "  MEMORY-LIMIT     limit (max: none)",
+    "  MEMORY-RESERVED  reservation",
+    "  PIDS             tasks now",
+    "  THROTTLED        throttled periods/periods",
+    "  FLAG             OVER-RESERVATION: a reserved cgroup uses more than was reserved",
+    "                   (the reasons follow the table)",
+))  # fmt: skip
 
 # ANSI: cursor home, then erase the screen, so each frame replaces the last in place.
 CLEAR = "\x1b[H\x1b[2J"
