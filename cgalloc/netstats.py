@@ -4,8 +4,8 @@ Read from ``/sys/class/net/<if>/statistics`` (the same 64-bit counters netlink's
 ``IFLA_STATS64`` carries, for a listdir and four small reads per interface); only where sysfs
 has no network directory (some sandboxes) from netlink (``RTM_GETLINK``) through pyroute2,
 whose import alone costs more than a whole ``cgalloc stats`` read of 1000 pods.
-Like cAdvisor, the loopback interface is left out, and like the kubelet the interface named
-``eth0`` is the one whose counters are copied to the top level.
+Like cAdvisor, virtual interfaces are left out (:data:`IGNORED_PREFIXES`), and like the kubelet
+the interface named ``eth0`` is the one whose counters are copied to the top level.
 """
 
 from __future__ import annotations
@@ -39,8 +39,17 @@ class InterfaceStats:
         }
 
 
-def _ignored(name: str) -> bool:
-    return name == "lo"
+# The node's figures are cAdvisor's root container's: google/cadvisor container/raw/handler.go
+# newRawContainerHandler gives the root cgroup pid 1, and container/libcontainer/handler.go
+# scanInterfaceStats drops every interface isIgnoredDevice matches: a name that, lower-cased,
+# starts with one of ignoredDevicePrefixes. Bridges such as cni0, flannel.1 or cali* are kept
+# there, so they are kept here too: the figures must be the ones the kubelet reports.
+IGNORED_PREFIXES = ("lo", "veth", "docker", "nerdctl")
+
+
+def ignored(name: str) -> bool:
+    """Whether cAdvisor leaves the interface out of the node's network figures."""
+    return name.lower().startswith(IGNORED_PREFIXES)
 
 
 def from_netlink() -> list[InterfaceStats]:
@@ -52,7 +61,7 @@ def from_netlink() -> list[InterfaceStats]:
         for link in ipr.get_links():
             name = link.get_attr("IFLA_IFNAME")
             stats = link.get_attr("IFLA_STATS64") or link.get_attr("IFLA_STATS")
-            if not name or stats is None or _ignored(name):
+            if not name or stats is None or ignored(name):
                 continue
             out.append(InterfaceStats(name, *(int(stats[c]) for c in _COUNTERS)))
     return sorted(out, key=lambda s: s.name)
@@ -62,7 +71,7 @@ def from_sysfs(sysfs_net: str = SYSFS_NET) -> list[InterfaceStats]:
     """Counters from ``<sysfs_net>/<if>/statistics/*``; interfaces that vanish are skipped."""
     out = []
     for name in sorted(os.listdir(sysfs_net)):
-        if _ignored(name):
+        if ignored(name):
             continue
         try:
             values = []
