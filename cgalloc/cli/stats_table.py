@@ -36,7 +36,7 @@ COLUMNS_HELP = "\n".join((
     "  MEMORY-RESERVED  reservation",
     "  PIDS             tasks now",
     "  THROTTLED        throttled periods/periods",
-    "  FLAG             OVER-RESERVATION: a reserved cgroup uses more than was reserved",
+    "  FLAG             OVER-RESERVATION: a reserved cgroup uses more than its reservation",
     "                   (the reasons follow the table)",
 ))  # fmt: skip
 
