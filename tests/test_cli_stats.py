@@ -258,7 +258,7 @@ def test_help_explains_every_column(capsys):
     for column in ("CGROUP", "ROLE", "CPU", "CPU-LIMIT", "CPU-RESERVED", "MEMORY", "MEMORY-LIMIT",
                    "MEMORY-RESERVED", "PIDS", "THROTTLED", "FLAG"):  # fmt: skip
         assert column in explained, column
-    assert "MEMORY working set in MiB/GiB (usage - inactive_file" in text
+    assert "MEMORY working set in MiB/GiB: usage - inactive_file, as the kubelet counts it" in text
     for option in ("--role", "--depth", "--sort-by", "--no-headers"):
         assert option in text
 

@@ -30,14 +30,14 @@ COLUMNS_HELP = "\n".join((
     "  CPU              usage in cores since the previous sample (- on the first)",
     "  CPU-LIMIT        quota in cores (max: none)",
     "  CPU-RESERVED     reservation in cores",
-    "  MEMORY           working set in MiB/GiB (usage - inactive_file, as the kubelet",
-    "                   counts it)",
+    "  MEMORY           working set in MiB/GiB: usage - inactive_file, as the",
+    "                   kubelet counts it",
     "  MEMORY-LIMIT     limit (max: none)",
     "  MEMORY-RESERVED  reservation",
     "  PIDS             tasks now",
     "  THROTTLED        throttled periods/periods",
-    "  FLAG             OVER-RESERVATION: a reserved cgroup uses more than its reservation",
-    "                   (the reasons follow the table)",
+    "  FLAG             OVER-RESERVATION: a reserved cgroup uses more than its",
+    "                   reservation (the reasons follow the table)",
 ))  # fmt: skip
 
 # ANSI: cursor home, then erase the screen, so each frame replaces the last in place.
