@@ -431,3 +431,28 @@ def test_watch_on_a_terminal_redraws_in_place(v2_tree):
         assert frame.startswith("Every 0.05s: cgalloc stats on ")
         assert frame.splitlines()[1].split()[:2] == ["CGROUP", "ROLE"]
         assert "\n\n" not in frame  # no blank separators when redrawing
+
+
+def test_watch_json_reaches_a_pipe_sample_by_sample(v2_tree):
+    """Each NDJSON line is flushed when its sample is taken: a reader of the pipe gets the first
+    two documents while the watch (no --count) is still running."""
+    import select
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cgalloc", "stats", "--cgroupfs", v2_tree, "--watch", "0.1",
+         "-o", "json"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        docs = []
+        for _ in range(2):
+            ready, _, _ = select.select([proc.stdout], [], [], 60)
+            assert ready, "no sample within 60 s"
+            docs.append(json.loads(proc.stdout.readline()))
+        assert proc.poll() is None  # still watching
+        assert all(set(d) == {"node", "pods"} for d in docs)
+    finally:
+        proc.kill()
+        proc.wait()
