@@ -456,3 +456,11 @@ def test_watch_json_reaches_a_pipe_sample_by_sample(v2_tree):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_watch_off_a_terminal_says_a_warning_once_while_it_holds(capsys, tmp_path):
+    root = str(tmp_path)
+    make_v2(root, "", usage=0)
+    code, _, err = run(capsys, "--cgroupfs", root, "--watch", "0.01", "--count", "4", "-o", "json")
+    assert code == 0
+    assert err.splitlines() == [f"cgalloc: warning: kubepods: not found at {root}/kubepods"]

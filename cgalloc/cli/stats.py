@@ -304,13 +304,18 @@ def register(app: typer.Typer) -> None:
                 return
             separator = _SEPARATORS[output]
             done = 0
+            shown: list[str] = []
             while True:
                 text, warnings = run.frame(*run.sample(), view, name)
                 if view.redraw:
                     text = stats_table.CLEAR + text  # one write: no flicker
                 elif done and separator is not None:
                     typer.echo(separator)
-                _show(text, warnings)  # warnings after the frame, so a redraw cannot wipe them
+                # A redraw wipes the last warnings: repeat them. Scrolling output says each once
+                # while it holds, and again if it comes back after it stopped.
+                fresh = warnings if view.redraw else [w for w in warnings if w not in shown]
+                shown = warnings
+                _show(text, fresh)  # warnings after the frame, so a redraw cannot wipe them
                 done += 1
                 if count and done >= count:
                     return
