@@ -309,7 +309,7 @@ def check_managed(root: str, record: Record) -> None:
     ]
     bad += [
         f"  changed file {f!r} of {os.path.join(m, p)}"
-        for m, p, f in sorted(record.changed)
+        for m, p, f in sorted([*record.changed, *record.written])
         if not f or "/" in f or f.startswith(".") or "\x00" in f
     ]
     if bad:
@@ -344,13 +344,19 @@ def _restore_values(root: str, record: Record, roots: Roots, switches, result: R
             )
 
 
+def _forget_cgroup(record: Record, mount: str, path: str) -> None:
+    """A cgroup that is gone takes its files with it."""
+    record.created.discard((mount, path))
+    record.written = {k for k in record.written if k[:2] != (mount, path)}
+
+
 def _remove_created(root: str, record: Record, roots: Roots, switches, result: Result) -> None:
     """Remove the empty cgroups ``record`` says cgalloc created (deepest first) and disable the
     controllers it enabled; what cannot be undone stays in the record, listed in ``kept``."""
     for mount, path in sorted(record.created, key=lambda mp: (-cgroup_depth(mp[1]), mp)):
         where = Action("mkdir", mount, path).where(root)
         if not os.path.isdir(os.path.join(mount, path)):
-            record.created.discard((mount, path))
+            _forget_cgroup(record, mount, path)
             continue
         if _has_procs(mount, path):
             result.kept.append(f"{where}: kept, it still has processes")
@@ -362,7 +368,7 @@ def _remove_created(root: str, record: Record, roots: Roots, switches, result: R
         except OSError as exc:
             result.kept.append(f"{where}: kept, rmdir failed: {_reason(exc)}")
             continue
-        record.created.discard((mount, path))
+        _forget_cgroup(record, mount, path)
         result.done.append(Action("rmdir", mount, path, cgroup=path))
     deepest_first = sorted(record.enabled.items(), key=lambda t: -cgroup_depth(t[0][1]))
     for (mount, path), controllers in deepest_first:
