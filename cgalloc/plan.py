@@ -69,7 +69,7 @@ class Action:
         """The file or directory, relative to the cgroupfs root."""
         rel = os.path.relpath(os.path.join(self.mount, self.path), root)
         rel = "" if rel == "." else rel
-        if self.kind in ("mkdir", "rmdir"):
+        if self.kind in ("mkdir", "rmdir", "stop", "unit"):
             return rel or "."
         return os.path.join(rel, self.file) if rel else self.file
 
@@ -593,7 +593,7 @@ def undo_actions(stale, version: str, root: str, units=None) -> list[Action]:
         out.append(Action("restore", mount, path, file, current, original, cgroup=path))
     started = list(units.started) if units is not None else []
     for name, props in sorted(units.changed.items()) if units is not None else ():
-        out.append(Action("unit", "", "", ", ".join(sorted(props)), note=name))
+        out.append(Action("unit", root, "", ", ".join(sorted(props)), note=name))
     removals = []
     stopped = set()
     for name in started:
