@@ -355,12 +355,33 @@ class UnitRecord:
 
     @classmethod
     def load(cls, state_dir: str) -> UnitRecord:
+        path = os.path.join(state_dir, RECORD_NAME)
         try:
-            with open(os.path.join(state_dir, RECORD_NAME), encoding="utf-8") as fh:
+            with open(path, encoding="utf-8") as fh:
                 data = json.load(fh)
         except FileNotFoundError:
             return cls()
-        return cls(list(data.get("started", [])), dict(data.get("changed", {})))
+        except (ValueError, RecursionError) as exc:  # bad JSON or UTF-8
+            data = exc
+        started = data.get("started", []) if isinstance(data, dict) else None
+        changed = data.get("changed", {}) if isinstance(data, dict) else None
+        ok = isinstance(started, list) and all(isinstance(n, str) for n in started)
+        ok = (
+            ok
+            and isinstance(changed, dict)
+            and all(
+                isinstance(props, dict)
+                and all(isinstance(v, list) and len(v) == 2 for v in props.values())
+                for props in changed.values()
+            )
+        )
+        if not ok:
+            raise InputError(
+                f"--state-dir {state_dir}: {RECORD_NAME} cannot be used: it is not cgalloc's "
+                "record of systemd units; restore it from a backup, or move it aside (cgalloc "
+                "then forgets the units it started: stop them with systemctl) and run again."
+            )
+        return cls(list(started), dict(changed))
 
     def save(self, state_dir: str) -> None:
         target = os.path.join(state_dir, RECORD_NAME)

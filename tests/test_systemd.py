@@ -407,3 +407,10 @@ def test_a_no_longer_wanted_slice_with_processes_is_not_stopped(tmp_path):
     assert stale_drift(plan) == [
         "systemd unit kube.slice (cgroup kube.slice) was started by cgalloc and is no longer wanted"
     ]
+
+
+@pytest.mark.parametrize("content", [b"{", b"\xff\xfe", b"[1]", b'{"started": [1]}'])
+def test_a_broken_unit_record_is_one_sentence(tmp_path, content):
+    (tmp_path / "systemd.json").write_bytes(content)
+    with pytest.raises(InputError, match=r"systemd\.json cannot be used: it is not cgalloc's"):
+        UnitRecord.load(str(tmp_path))
