@@ -449,6 +449,7 @@ def converge(
     result = Result(root)
     kept = Record()
     v2 = plan.version == "v2"
+    client = systemd or Systemd()  # connects on its first call only
     for a in plan.undo:
         try:
             if a.kind == "restore":
@@ -456,9 +457,9 @@ def converge(
                 name, props = reset_properties(a.path, a.file, a.new, v2)
                 own = (a.mount, a.path, a.file) in stale.written
                 if own and units is not None and name in units.started and props:
-                    (systemd or Systemd()).set_properties(name, props)
+                    client.set_properties(name, props)
             elif a.kind == "unit":
-                _restore_unit(systemd or Systemd(), a.note, units, stale_u, state.path)
+                _restore_unit(client, a.note, units, stale_u, state.path)
             elif (a.kind == "stop" and _populated(a.mount, a.path)) or (
                 a.kind == "rmdir" and _has_procs(a.mount, a.path)
             ):
@@ -466,7 +467,7 @@ def converge(
                 _keep_cgroup(kept, stale, a.path)
                 continue
             elif a.kind == "stop":
-                (systemd or Systemd()).stop_unit(a.note)
+                client.stop_unit(a.note)
                 units.started.remove(a.note)
                 units.save(state.path)
             else:
