@@ -20,9 +20,17 @@ from typing import Protocol
 
 from cgalloc import core
 from cgalloc.errors import CgallocError, InputError
-from cgalloc.ownership import Record, StateDir, journal_entry
-from cgalloc.plan import Action, Plan, read_file
-from cgalloc.systemd import Systemd, SystemdError, SystemdUnits, UnitRecord
+from cgalloc.ownership import BOOT_ID_FILE, Record, StateDir, journal_entry
+from cgalloc.plan import Action, Plan, cgroup_depth, read_file, undo_actions
+from cgalloc.systemd import (
+    Systemd,
+    SystemdError,
+    SystemdUnits,
+    UnitRecord,
+    reset_properties,
+    stale_units,
+    wire_props,
+)
 from cgalloc.systemd import undo as undo_units
 
 
@@ -40,7 +48,8 @@ class TestSwitches:
     ``allow_any_fs`` accepts a hierarchy root that is not a cgroup filesystem; ``kernel``
     stands in for the kernel populating and clearing a fake cgroup directory and resolving
     ``+cpu``/``-cpu`` in ``cgroup.subtree_control``; ``mountinfo`` is read instead of
-    ``/proc/self/mountinfo``.
+    ``/proc/self/mountinfo``; ``boot_id_file`` instead of the kernel's boot id (a test
+    "reboots" by changing it).
     """
 
     __test__ = False  # not a pytest test class
@@ -48,6 +57,7 @@ class TestSwitches:
     allow_any_fs: bool = False
     kernel: KernelHooks | None = None
     mountinfo: str = "/proc/self/mountinfo"
+    boot_id_file: str = BOOT_ID_FILE
 
 
 # What the commands run with: always these defaults outside the test suite.
@@ -266,10 +276,6 @@ def _rollback(
 # ---------------------------------------------------------------- teardown
 
 
-def _depth(path: str) -> int:
-    return path.count("/") + 1 if path else 0
-
-
 def _has_procs(mount: str, path: str) -> bool:
     return bool((read_file(mount, path, "cgroup.procs") or "").strip())
 
@@ -303,7 +309,7 @@ def check_managed(root: str, record: Record) -> None:
     ]
     bad += [
         f"  changed file {f!r} of {os.path.join(m, p)}"
-        for m, p, f in sorted(record.changed)
+        for m, p, f in sorted([*record.changed, *record.written])
         if not f or "/" in f or f.startswith(".") or "\x00" in f
     ]
     if bad:
@@ -338,13 +344,19 @@ def _restore_values(root: str, record: Record, roots: Roots, switches, result: R
             )
 
 
+def _forget_cgroup(record: Record, mount: str, path: str) -> None:
+    """A cgroup that is gone takes its files with it."""
+    record.created.discard((mount, path))
+    record.written = {k for k in record.written if k[:2] != (mount, path)}
+
+
 def _remove_created(root: str, record: Record, roots: Roots, switches, result: Result) -> None:
     """Remove the empty cgroups ``record`` says cgalloc created (deepest first) and disable the
     controllers it enabled; what cannot be undone stays in the record, listed in ``kept``."""
-    for mount, path in sorted(record.created, key=lambda mp: (-_depth(mp[1]), mp)):
+    for mount, path in sorted(record.created, key=lambda mp: (-cgroup_depth(mp[1]), mp)):
         where = Action("mkdir", mount, path).where(root)
         if not os.path.isdir(os.path.join(mount, path)):
-            record.created.discard((mount, path))
+            _forget_cgroup(record, mount, path)
             continue
         if _has_procs(mount, path):
             result.kept.append(f"{where}: kept, it still has processes")
@@ -356,9 +368,9 @@ def _remove_created(root: str, record: Record, roots: Roots, switches, result: R
         except OSError as exc:
             result.kept.append(f"{where}: kept, rmdir failed: {_reason(exc)}")
             continue
-        record.created.discard((mount, path))
+        _forget_cgroup(record, mount, path)
         result.done.append(Action("rmdir", mount, path, cgroup=path))
-    deepest_first = sorted(record.enabled.items(), key=lambda t: -_depth(t[0][1]))
+    deepest_first = sorted(record.enabled.items(), key=lambda t: -cgroup_depth(t[0][1]))
     for (mount, path), controllers in deepest_first:
         if (mount, path) in record.created:
             continue  # kept because it is not empty; its controllers stay enabled too
@@ -376,31 +388,128 @@ def _remove_created(root: str, record: Record, roots: Roots, switches, result: R
         result.done.append(action)
 
 
+def plan_undo(plan: Plan, record: Record, units: UnitRecord | None = None):
+    """Fill ``plan.undo`` with what ``record`` (and the systemd ``units`` record, under D-Bus)
+    holds that ``plan``'s inputs no longer want; returns the stale parts (Record, UnitRecord
+    or None) for :func:`converge`."""
+    stale = record.stale(plan.wanted_dirs, set(plan.wanted_files))
+    stale_u = None
+    if units is not None:
+        files: dict[str, dict[str, str]] = {}
+        for (_m, path, file), value in plan.wanted_files.items():
+            files.setdefault(path, {})[file] = value
+        dirs = {path for _m, path in plan.wanted_dirs}
+        stale_u = stale_units(units, dirs, files, plan.version == "v2")
+    plan.undo = undo_actions(stale, plan.version, plan.root, stale_u)
+    return stale, stale_u
+
+
+def peek_units(state: StateDir) -> UnitRecord:
+    """The systemd record, read only (after ``state.peek()``): empty when it is of an earlier
+    boot or cannot be read (an unprivileged dry run)."""
+    if state.earlier_boot:
+        return UnitRecord()
+    try:
+        return UnitRecord.load(state.path)
+    except OSError:
+        return UnitRecord()
+
+
+def _populated(mount: str, path: str) -> bool:
+    """Whether a process lives in the cgroup or below it (stopping its unit would kill it)."""
+    events = read_file(mount, path, "cgroup.events") or ""
+    if "populated 1" in events.splitlines():
+        return True
+    return any(
+        _has_procs(mount, os.path.relpath(d, mount))
+        for d, _s, _f in os.walk(os.path.join(mount, path))
+    )
+
+
 def converge(
-    root: str,
+    plan: Plan,
     state: StateDir,
     record: Record,
     stale: Record,
     *,
     roots: Roots | None = None,
     switches: TestSwitches = TestSwitches(),
+    systemd: Systemd | None = None,
+    units: UnitRecord | None = None,
+    stale_u: UnitRecord | None = None,
 ) -> Result:
-    """After a successful apply: undo what cgalloc did that the inputs no longer want
-    (``stale``, from :meth:`Record.stale`): restore values it changed, remove the cgroups it
-    made. What cannot be undone yet (a cgroup with processes) stays in the record."""
+    """After a successful apply, make ``plan.undo`` (:func:`plan_undo`): undo what cgalloc did
+    that the inputs no longer want (restore values, reset the files of its own cgroups,
+    restore unit properties, stop the units it started, remove the cgroups it made). What
+    cannot be undone yet (a cgroup with processes, a failed write) stays in the records and is
+    listed in ``Result.kept``; ``stale`` is left holding what was undone."""
+    root = plan.root
     check_managed(root, stale)
     roots = roots or Roots(allow_any_fs=switches.allow_any_fs)
     result = Result(root)
-    left = Record(
-        set(stale.created), dict(stale.changed), {k: set(v) for k, v in stale.enabled.items()}
-    )
-    _restore_values(root, left, roots, switches, result)
-    _remove_created(root, left, roots, switches, result)
-    stale.forget(left)  # what remains in ``left`` could not be undone yet
+    kept = Record()
+    v2 = plan.version == "v2"
+    client = systemd or Systemd()  # connects on its first call only
+    for a in plan.undo:
+        try:
+            if a.kind == "restore":
+                _write(roots, a.mount, _rel(a.path, a.file), a.new or "\n", switches.kernel)
+                name, props = reset_properties(a.path, a.file, a.new, v2)
+                own = (a.mount, a.path, a.file) in stale.written
+                if own and units is not None and name in units.started and props:
+                    client.set_properties(name, props)
+            elif a.kind == "unit":
+                _restore_unit(client, a.note, units, stale_u, state.path)
+            elif (a.kind == "stop" and _populated(a.mount, a.path)) or (
+                a.kind == "rmdir" and _has_procs(a.mount, a.path)
+            ):
+                result.kept.append(f"{a.where(root)}: kept, it still has processes")
+                _keep_cgroup(kept, stale, a.path)
+                continue
+            elif a.kind == "stop":
+                client.stop_unit(a.note)
+                units.started.remove(a.note)
+                units.save(state.path)
+            else:
+                if switches.kernel is not None:
+                    switches.kernel.before_rmdir(a.mount, a.path)
+                roots[a.mount].rmdir(a.path)
+        except (OSError, SystemdError) as exc:
+            result.kept.append(f"{a.describe(root)}: failed: {_reason(exc)}")
+            if a.kind == "restore":
+                key = (a.mount, a.path, a.file)
+                if key in stale.changed:
+                    kept.changed[key] = stale.changed[key]
+                kept.written.update({key} & stale.written)
+            elif a.kind in ("stop", "rmdir"):
+                _keep_cgroup(kept, stale, a.path)
+            continue
+        result.done.append(a)
+    stale.forget(kept)
     record.forget(stale)
     if not stale.is_empty():
         state.save(record)
     return result
+
+
+def _keep_cgroup(kept: Record, stale: Record, path: str) -> None:
+    """Keep a no longer wanted cgroup's entries (every mount) in the record for a later run."""
+    kept.created |= {k for k in stale.created if k[1] == path}
+    kept.enabled |= {k: set(v) for k, v in stale.enabled.items() if k[1] == path}
+    kept.written |= {k for k in stale.written if k[1] == path}
+
+
+def _restore_unit(client: Systemd, name: str, units, stale_u, state_path: str) -> None:
+    """Put back the properties of ``name`` that cgalloc set and no longer wants."""
+    props = stale_u.changed[name]
+    if client.unit_path(name) is not None:
+        client.set_properties(name, wire_props(props))
+    left = {p: v for p, v in units.changed.get(name, {}).items() if p not in props}
+    if left:
+        units.changed[name] = left
+    else:
+        units.changed.pop(name, None)
+    units.save(state_path)
 
 
 def teardown(

@@ -199,6 +199,28 @@ def v2_fresh_value(filename: str) -> str | None:
     return _V2_FRESH.get(filename)
 
 
+# The v1 counterpart: a new v1 cgroup's settings (its cpusets start empty and are seeded, so
+# they have no value to go back to).
+_V1_FRESH = {
+    "cpu.shares": "1024",
+    "cpu.cfs_quota_us": "-1",
+    "cpu.cfs_period_us": "100000",
+    "memory.limit_in_bytes": "-1",
+    "memory.memsw.limit_in_bytes": "-1",
+    "pids.max": "max",
+}
+
+
+def fresh_value(version: str, filename: str) -> str | None:
+    """What ``filename`` holds in a newly created cgroup of a ``version`` hierarchy ("v2", or
+    v1 for "v1" and "hybrid"); None when there is no such default to restore."""
+    if version == "v2":
+        return v2_fresh_value(filename)
+    if filename.startswith("hugetlb.") and filename.endswith(".limit_in_bytes"):
+        return "-1"
+    return _V1_FRESH.get(filename)
+
+
 def limit_files(
     h: Hierarchy, limits: Limits, weight_formula: str = "kubelet"
 ) -> list[tuple[str, str, str]]:

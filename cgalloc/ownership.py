@@ -1,17 +1,28 @@
 """What cgalloc owns on this node, and the lock that serialises runs.
 
-The state directory (default ``/var/lib/cgalloc``, which survives a reboot as the cgroups
-cgalloc made on a v1 host or under a persistent systemd slice may) holds:
+The state directory (default ``/var/lib/cgalloc``, which survives a reboot; the cgroup tree,
+the transient units and their runtime properties do not) holds:
 
 - ``lock``: an ``flock``-ed file; one setup/teardown at a time.
 - ``owned.json``: the record of what cgalloc did to the hierarchy — cgroup directories it created,
   the original value of every file it changed in a cgroup it did not create, and the controllers
-  it enabled in ``cgroup.subtree_control``. ``teardown`` undoes exactly that.
+  it enabled in ``cgroup.subtree_control``, the files it wrote in cgroups it created, and the
+  kernel's boot id of the boot it describes. ``teardown`` undoes exactly that.
+- ``systemd.json``: the transient units cgalloc started and the unit properties it set
+  (:mod:`cgalloc.systemd`).
 - ``journal.jsonl``: one line per change of a run, written and fsync-ed *before* the first
   change is made (a change is never made before its record is durable). A run that is killed
   midway leaves it behind; the next run folds it into the record, so nothing it did is
   forgotten. An entry for a change never made is harmless: teardown skips cgroups that do not
   exist and restores values that were never changed to what they already are.
+
+Boot rule: the record and journal carry ``/proc/sys/kernel/random/boot_id``. A record or journal
+of another boot describes a tree the reboot wiped: its cgroups are gone, its transient units
+stopped, every file is back at the kernel's default, so none of its "old values" is true any
+more. It is discarded whole (with ``systemd.json``) when it is loaded, and the run starts a new
+record: setup creates the cgroups again and records them, and the values it finds now as the
+ones to restore. A journal of the same boot is a crash, and folded in as above. A record without
+a boot id (written before this rule) or a host without a boot id is taken as the same boot.
 
 A record or journal that cgalloc cannot read (corrupt, truncated, foreign) stops the run with
 one sentence saying what is wrong and how to recover, rather than being silently ignored.
@@ -32,7 +43,19 @@ DEFAULT_STATE_DIR = "/var/lib/cgalloc"
 RECORD_NAME = "owned.json"
 JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = "lock"
+UNITS_NAME = "systemd.json"
 RECORD_VERSION = 1
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+
+
+def read_boot_id(path: str = BOOT_ID_FILE) -> str:
+    """The kernel's id of this boot, or "" when it cannot be read (then every record counts as
+    this boot's)."""
+    try:
+        with open(path, encoding="ascii") as fh:
+            return fh.read(64).strip()
+    except (OSError, ValueError):
+        return ""
 
 
 @dataclass
@@ -44,9 +67,13 @@ class Record:
     changed: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # (mount, path) -> controllers cgalloc added to that cgroup's subtree_control
     enabled: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    # (mount, path, file) cgalloc wrote in a cgroup it created: its original is the kernel's
+    # default for a new cgroup
+    written: set[tuple[str, str, str]] = field(default_factory=set)
+    boot: str = ""  # the boot id of the boot whose tree this record describes
 
     def is_empty(self) -> bool:
-        return not (self.created or self.changed or self.enabled)
+        return not (self.created or self.changed or self.enabled or self.written)
 
     def note(self, entry: dict) -> None:
         """Fold one journal entry (see :func:`journal_entry`) into the record."""
@@ -57,8 +84,9 @@ class Record:
         elif kind == "write":
             key = (mount, path, entry["file"])
             # The first original wins: later runs see cgalloc's own values, not the node's.
-            ours = (mount, path) in self.created
-            if not ours and key not in self.changed and entry.get("old") is not None:
+            if (mount, path) in self.created:
+                self.written.add(key)
+            elif key not in self.changed and entry.get("old") is not None:
                 self.changed[key] = entry["old"]
         elif kind == "enable":
             self.enabled.setdefault((mount, path), set()).update(entry["controllers"])
@@ -69,6 +97,8 @@ class Record:
             "created": sorted([m, p] for m, p in self.created),
             "changed": sorted([m, p, f, v] for (m, p, f), v in self.changed.items()),
             "enabled": sorted([m, p, sorted(c)] for (m, p), c in self.enabled.items() if c),
+            "written": sorted([m, p, f] for m, p, f in self.written),
+            "boot": self.boot,
         }
 
     @classmethod
@@ -80,18 +110,24 @@ class Record:
         rec.created = {(m, p) for m, p in _rows(data, "created", (str, str))}
         rec.changed = {(m, p, f): v for m, p, f, v in _rows(data, "changed", (str,) * 4)}
         rec.enabled = {(m, p): set(c) for m, p, c in _rows(data, "enabled", (str, str, list))}
+        rec.written = {(m, p, f) for m, p, f in _rows(data, "written", (str,) * 3)}
         if any(not all(isinstance(x, str) for x in c) for c in rec.enabled.values()):
             raise ValueError("its enabled controllers are not names")
+        rec.boot = data.get("boot", "")
+        if not isinstance(rec.boot, str):
+            raise ValueError("its boot id is not text")
         return rec
 
     def stale(self, dirs: set[tuple[str, str]], files: set[tuple[str, str, str]]) -> Record:
         """What this record holds that the desired tree no longer wants: cgroups it created
         outside ``dirs`` (with the controllers it enabled in them), values it changed in files
-        outside ``files``. A copy; this record is unchanged."""
+        outside ``files``, files it wrote in its own cgroups outside ``files``. A copy; this
+        record is unchanged."""
         out = Record()
         out.created = {k for k in self.created if k not in dirs}
         out.changed = {k: v for k, v in self.changed.items() if k not in files}
         out.enabled = {k: set(v) for k, v in self.enabled.items() if k in out.created}
+        out.written = {k for k in self.written if k not in files}
         return out
 
     def forget(self, undone: Record) -> None:
@@ -101,12 +137,16 @@ class Record:
             self.changed.pop(key, None)
         for key in undone.enabled:
             self.enabled.pop(key, None)
+        self.written -= undone.written
+        # a removed cgroup takes its files with it
+        self.written = {k for k in self.written if (k[0], k[1]) not in undone.created}
 
     def entries(self) -> list[tuple[str, str, str]]:
         """(what, mount, path) of every entry, for checking where they point."""
         out = [("created", m, p) for m, p in self.created]
         out += [("changed", m, p) for m, p, _f in self.changed]
         out += [("enabled", m, p) for m, p in self.enabled]
+        out += [("written", m, p) for m, p, _f in self.written]
         return sorted(out)
 
 
@@ -128,6 +168,8 @@ JOURNAL_KINDS = {"mkdir": (), "write": ("file", "old"), "enable": ("controllers"
 
 def _journal_entry_ok(entry: object) -> bool:
     if not isinstance(entry, dict) or entry.get("kind") not in JOURNAL_KINDS:
+        return False
+    if not isinstance(entry.get("boot", ""), str):
         return False
     if not (isinstance(entry.get("mount"), str) and isinstance(entry.get("path"), str)):
         return False
@@ -156,8 +198,11 @@ def journal_entry(
 class StateDir:
     """The state directory: lock, record and journal."""
 
-    def __init__(self, path: str = DEFAULT_STATE_DIR):
+    def __init__(self, path: str = DEFAULT_STATE_DIR, boot_id_file: str = BOOT_ID_FILE):
         self.path = path
+        self.boot = read_boot_id(boot_id_file)
+        self.notes: list[str] = []  # what loading decided that the user should hear about
+        self.earlier_boot = False  # the record read was of an earlier boot (and is ignored)
 
     def _file(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -225,23 +270,42 @@ class StateDir:
 
     def peek(self) -> Record:
         """The record with any journal folded in, read only and without the lock (verify);
-        an empty record when the directory is missing or unreadable (an unprivileged user)."""
+        an empty record when the directory is missing or unreadable (an unprivileged user)
+        or the record is of an earlier boot (see the boot rule)."""
         if not os.access(self.path, os.R_OK | os.X_OK):
             return Record()
-        rec = self._read_record()
-        for entry in self._read_journal():
+        rec, pending = self._read_record(), self._read_journal()
+        if self._earlier_boot(rec, pending):
+            return Record()
+        for entry in pending:
             rec.note(entry)
         return rec
 
     def load(self) -> Record:
-        """The record, with any journal a killed run left behind folded in (and saved)."""
+        """The record, with any journal a killed run left behind folded in (and saved); an
+        empty one when they are of an earlier boot, which are then discarded (boot rule)."""
         rec = self._read_record()
         pending = self._read_journal()
+        if self._earlier_boot(rec, pending):
+            self.notes.append(
+                f"the record in {self.path} (--state-dir) is of an earlier boot (boot id "
+                f"{rec.boot or pending[0].get('boot')}); the reboot undid what it lists, so it "
+                "was discarded and this run starts a new one."
+            )
+            self.save(Record())
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._file(UNITS_NAME))
+            return Record()
         if pending:
             for entry in pending:
                 rec.note(entry)
             self.save(rec)
         return rec
+
+    def _earlier_boot(self, rec: Record, pending: list[dict]) -> bool:
+        boots = {rec.boot, *(e.get("boot", "") for e in pending)} - {""}
+        self.earlier_boot = bool(self.boot) and any(b != self.boot for b in boots)
+        return self.earlier_boot
 
     def _read_record(self) -> Record:
         rec = Record()
@@ -267,6 +331,7 @@ class StateDir:
         """Replace the record atomically and durably (or remove it when empty), then drop the
         journal. OSError when the directory cannot take it."""
         target = self._file(RECORD_NAME)
+        rec.boot = self.boot
         if rec.is_empty():
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(target)
@@ -310,7 +375,8 @@ class StateDir:
     def journal(self, entries: list[dict]) -> None:
         """Record changes about to be made, durably (written and fsync-ed), before the first
         is made. OSError when the directory cannot take it."""
-        data = "".join(json.dumps(e, sort_keys=True) + "\n" for e in entries).encode()
+        lines = (json.dumps({**e, "boot": self.boot}, sort_keys=True) + "\n" for e in entries)
+        data = "".join(lines).encode()
         _write_file(self._file(JOURNAL_NAME), data, os.O_APPEND)
         self._sync_dir()
 

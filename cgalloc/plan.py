@@ -22,11 +22,17 @@ from dataclasses import dataclass, field
 from cgalloc import procs
 from cgalloc.allocatable import check_enforceable, compute, cpu_sets
 from cgalloc.capacity import node_cpus, parse_cpuset
-from cgalloc.cgroupfs import controller_dirs, limit_files, parse_limit_value, v2_fresh_value
+from cgalloc.cgroupfs import (
+    controller_dirs,
+    fresh_value,
+    limit_files,
+    parse_limit_value,
+    v2_fresh_value,
+)
 from cgalloc.errors import CgallocError, HostError, InputError
 from cgalloc.kernel_ranges import name_problem, value_problem
 from cgalloc.pods import pod_cgroups
-from cgalloc.tree import desired_tree, naming_notes
+from cgalloc.tree import desired_tree, expand_slice, naming_notes
 
 # Controllers a node cannot be enforced without; others (cpuset, hugetlb) are skipped if absent.
 ESSENTIAL = ("cpu", "memory", "pids")
@@ -48,7 +54,8 @@ MEMSW_FILE = "memory.memsw.limit_in_bytes"
 class Action:
     """One change. ``mount`` is a hierarchy mount point, ``path`` a cgroup below it ("" = root)."""
 
-    kind: str  # "mkdir" | "enable" | "write" | "move"
+    kind: str  # "mkdir" | "enable" | "write" | "move"; undoing: "restore" | "rmdir" | "stop" |
+    # "unit" (restore a unit's properties: ``file`` lists them)
     mount: str
     path: str
     file: str = ""
@@ -56,13 +63,13 @@ class Action:
     # for "move" the cgroup the process is in now ("/a/b")
     new: str = ""  # value to write; "+cpu +memory" for enable; the pid for move
     cgroup: str = ""  # the desired cgroup this belongs to (display, ordering)
-    note: str = ""  # process name for a move
+    note: str = ""  # process name for a move; the systemd unit for "stop" and "unit"
 
     def where(self, root: str) -> str:
         """The file or directory, relative to the cgroupfs root."""
         rel = os.path.relpath(os.path.join(self.mount, self.path), root)
         rel = "" if rel == "." else rel
-        if self.kind in ("mkdir", "rmdir"):
+        if self.kind in ("mkdir", "rmdir", "stop", "unit"):
             return rel or "."
         return os.path.join(rel, self.file) if rel else self.file
 
@@ -75,15 +82,24 @@ class Action:
             return f"{verb} {self.new} in {where}"
         if self.kind == "move":
             return f"move pid {self.new} ({self.note}) from {self.old} to {where}"
+        if self.kind == "stop":
+            return f"stop {self.note} (cgroup {where})"
+        if self.kind == "unit":
+            return f"restore {self.file} of {self.note}"
         old = "(new)" if self.old is None else self.old or '""'
-        return f"write {where}: {old} -> {self.new}"
+        verb = "restore" if self.kind == "restore" else "write"
+        return f"{verb} {where}: {old} -> {self.new or chr(34) * 2}"
 
     def to_json(self, root: str) -> dict:
         out = {"action": self.kind, "path": self.where(root), "cgroup": self.cgroup}
-        if self.kind in ("write", "enable", "move"):
+        if self.kind in ("write", "enable", "move", "restore"):
             out["old"] = self.old
             out["new"] = self.new
-        if self.note:
+        if self.kind in ("stop", "unit"):
+            out["unit"] = self.note
+            if self.kind == "unit":
+                out["path"], out["properties"] = "", self.file.split(", ")
+        elif self.note:
             out["process"] = self.note
         return out
 
@@ -96,16 +112,22 @@ class Plan:
     refusals: list[str] = field(default_factory=list)  # memory limits below usage
     warnings: list[str] = field(default_factory=list)
     # what the desired tree holds: (mount, cgroup) with their ancestors, (mount, cgroup, file)
+    # → value
     wanted_dirs: set[tuple[str, str]] = field(default_factory=set)
-    wanted_files: set[tuple[str, str, str]] = field(default_factory=set)
+    wanted_files: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # what earlier runs did that these inputs no longer want, to undo after ``actions``
+    # (:func:`undo_actions`)
+    undo: list[Action] = field(default_factory=list)
 
     def describe(self) -> list[str]:
-        return [a.describe(self.root) for a in self.actions]
+        lines = [a.describe(self.root) for a in self.actions]
+        return lines + [f"{a.describe(self.root)} (no longer wanted)" for a in self.undo]
 
     def to_json(self) -> dict:
         return {
             "root": self.root,
             "actions": [a.to_json(self.root) for a in self.actions],
+            "undo": [a.to_json(self.root) for a in self.undo],
             "refusals": list(self.refusals),
             "warnings": list(self.warnings),
         }
@@ -436,7 +458,7 @@ def build(
     grow.sort(key=lambda t: (t[0], _file_rank(t[1].file, False)))
     shrink.sort(key=lambda t: (-t[0], _file_rank(t[1].file, True)))
     plan.actions = structure + [a for _, a in grow] + [a for _, a in shrink]
-    plan.wanted_files = set(final)
+    plan.wanted_files = dict(final)
     plan.wanted_dirs = {
         (m, p) for d in desired for m in _distinct(mounts.values()) for p in _ancestors(d.path)
     } | {(m, d.path) for d in desired for m in _distinct(mounts.values())}
@@ -545,19 +567,69 @@ def drift(plan: Plan) -> list[str]:
     return lines
 
 
-def stale_drift(stale, root: str) -> list[str]:
-    """What cgalloc did that the inputs no longer want and that is still in place (verify):
-    values it changed and not yet restored, cgroups it made and not yet removed."""
-    lines = []
-    for (mount, path, file), original in sorted(stale.changed.items()):
+def cgroup_depth(path: str) -> int:
+    """How deep a cgroup path is ("" = the root, 0)."""
+    return path.count("/") + 1 if path else 0
+
+
+def undo_actions(stale, version: str, root: str, units=None) -> list[Action]:
+    """How to undo ``stale`` (ownership.Record.stale: what earlier runs did that the inputs no
+    longer want) and ``units`` (systemd.stale_units), in order: restore the values changed in
+    cgroups cgalloc did not create, reset the files it wrote in its own cgroups that stay to
+    the kernel's default for a new cgroup, restore unit properties, then stop the transient
+    units and remove the cgroups it made, deepest first. An entry with nothing left to undo
+    (its cgroup gone, its value already back) gives no action."""
+    out = []
+    originals = [(key, original) for key, original in sorted(stale.changed.items())]
+    originals += [
+        ((m, p, f), fresh_value(version, f))
+        for m, p, f in sorted(stale.written)
+        if (m, p) not in stale.created
+    ]
+    for (mount, path, file), original in originals:
         current = read_file(mount, path, file)
-        if current is not None and not same_value(file, current, original or "\n"):
-            where = Action("write", mount, path, file).where(root)
-            lines.append(f"{where}: is {current}, no longer wanted; setup restores {original!r}")
-    for mount, path in sorted(stale.created):
-        if is_cgroup(mount, path):
-            where = Action("mkdir", mount, path).where(root)
+        if original is None or current is None or same_value(file, current, original or "\n"):
+            continue
+        out.append(Action("restore", mount, path, file, current, original, cgroup=path))
+    started = list(units.started) if units is not None else []
+    for name, props in sorted(units.changed.items()) if units is not None else ():
+        out.append(Action("unit", root, "", ", ".join(sorted(props)), note=name))
+    removals = []
+    stopped = set()
+    for name in started:
+        path = expand_slice(name).lstrip("/")
+        mounts = sorted(m for m, p in stale.created if p == path) or [root]
+        stopped.update((m, path) for m in mounts)
+        removals.append(Action("stop", mounts[0], path, cgroup=path, note=name))
+    removals += [
+        Action("rmdir", m, p, cgroup=p)
+        for m, p in stale.created
+        if (m, p) not in stopped and is_cgroup(m, p)
+    ]
+    removals.sort(key=lambda a: (-cgroup_depth(a.path), a.path, a.mount))
+    return out + removals
+
+
+def stale_drift(plan: Plan) -> list[str]:
+    """What cgalloc did that the inputs no longer want and that is still in place (verify),
+    one line per action of ``plan.undo``."""
+    lines = []
+    for a in plan.undo:
+        where = a.where(plan.root)
+        if a.kind == "restore":
+            lines.append(f"{where}: is {a.old}, no longer wanted; setup restores {a.new!r}")
+        elif a.kind == "rmdir":
             lines.append(f"cgroup {where} was made by cgalloc and is no longer wanted")
+        elif a.kind == "stop":
+            lines.append(
+                f"systemd unit {a.note} (cgroup {where}) was started by cgalloc and is no "
+                "longer wanted"
+            )
+        else:
+            lines.append(
+                f"systemd unit {a.note}: {a.file} set by cgalloc, no longer wanted; setup "
+                "restores them"
+            )
     return lines
 
 

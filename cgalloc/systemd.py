@@ -30,6 +30,7 @@ from jeepney.io.common import MessageFilters
 from cgalloc.capacity import parse_cpuset
 from cgalloc.cgroupfs import parse_limit_value
 from cgalloc.errors import HostError, InputError
+from cgalloc.ownership import UNITS_NAME
 from cgalloc.tree import (
     SLICE_SUFFIX,
     CgroupNameError,
@@ -41,7 +42,7 @@ from cgalloc.tree import (
 
 RUN_DIR = "/run/systemd/system"  # exists iff systemd is PID 1 (sd_booted())
 PRIVATE_SOCKET = "/run/systemd/private"
-RECORD_NAME = "systemd.json"
+RECORD_NAME = UNITS_NAME
 MODES = ("auto", "yes", "no")
 UINT64_MAX = 2**64 - 1  # systemd's "infinity" for MemoryMax, TasksMax, CPUQuotaPerSecUSec
 USEC_PER_SEC = 1_000_000
@@ -354,12 +355,33 @@ class UnitRecord:
 
     @classmethod
     def load(cls, state_dir: str) -> UnitRecord:
+        path = os.path.join(state_dir, RECORD_NAME)
         try:
-            with open(os.path.join(state_dir, RECORD_NAME), encoding="utf-8") as fh:
+            with open(path, encoding="utf-8") as fh:
                 data = json.load(fh)
         except FileNotFoundError:
             return cls()
-        return cls(list(data.get("started", [])), dict(data.get("changed", {})))
+        except (ValueError, RecursionError) as exc:  # bad JSON or UTF-8
+            data = exc
+        started = data.get("started", []) if isinstance(data, dict) else None
+        changed = data.get("changed", {}) if isinstance(data, dict) else None
+        ok = isinstance(started, list) and all(isinstance(n, str) for n in started)
+        ok = (
+            ok
+            and isinstance(changed, dict)
+            and all(
+                isinstance(props, dict)
+                and all(isinstance(v, list) and len(v) == 2 for v in props.values())
+                for props in changed.values()
+            )
+        )
+        if not ok:
+            raise InputError(
+                f"--state-dir {state_dir}: {RECORD_NAME} cannot be used: it is not cgalloc's "
+                "record of systemd units; restore it from a backup, or move it aside (cgalloc "
+                "then forgets the units it started: stop them with systemctl) and run again."
+            )
+        return cls(list(started), dict(changed))
 
     def save(self, state_dir: str) -> None:
         target = os.path.join(state_dir, RECORD_NAME)
@@ -379,7 +401,7 @@ def _restorable(sig: str, value: object) -> list:
     return [sig, list(value) if isinstance(value, bytes | bytearray) else value]
 
 
-def _wire_props(props: dict[str, list]) -> list[Property]:
+def wire_props(props: dict[str, list]) -> list[Property]:
     """Recorded [signature, value] pairs back into D-Bus a(sv) (byte arrays were lists)."""
     return [(p, (sig, bytes(v) if sig == "ay" else v)) for p, (sig, v) in props.items()]
 
@@ -402,6 +424,7 @@ class SystemdUnits:
         self.roles = roles or {}
         self.record = UnitRecord.load(state_dir)
         self._touched: set[str] = set()
+        self._new: set[str] = set()  # units this run started, with their properties
         self._before: dict[str, dict[str, list]] = {}  # unit → prop → [sig, value] this run
 
     @classmethod
@@ -431,27 +454,31 @@ class SystemdUnits:
             self.record.started.append(name)
             self.record.save(self.state_dir)
             props = [*((p, ("b", True)) for p in ACCOUNTING), *self.properties(path)]
+            self._new.add(name)
             self.client.start_slice(name, f"cgalloc: {role_of(path, self.roles)}", props)
         return os.path.isdir(os.path.join(mount, path))
 
     def before_write(self, path: str) -> None:
         """Before the plan's first write in an existing cgroup: set its unit's properties,
-        keeping the old values for rollback and teardown."""
+        keeping the old values for rollback and (for a unit cgalloc did not start) teardown.
+        A unit an earlier run started gets the new values too, or systemd would put its old
+        ones back on the next daemon-reload."""
         if path in self._touched:
             return
         self._touched.add(path)
         name = existing_unit(path)
-        if name is None or name in self.record.started:
+        if name is None or name in self._new:
             return
         props = self.properties(path)
         if not props or self.client.unit_path(name) is None:
             return
         before = {prop: _restorable(*self.client.get(name, prop)) for prop, _ in props}
         self._before[name] = before
-        original = self.record.changed.setdefault(name, {})
-        for prop, value in before.items():
-            original.setdefault(prop, value)  # the first original wins, as in ownership
-        self.record.save(self.state_dir)
+        if name not in self.record.started:  # stopping a started unit undoes all of it
+            original = self.record.changed.setdefault(name, {})
+            for prop, value in before.items():
+                original.setdefault(prop, value)  # the first original wins, as in ownership
+            self.record.save(self.state_dir)
         self.client.set_properties(name, props)
 
     def rollback_properties(self) -> list[str]:
@@ -459,7 +486,7 @@ class SystemdUnits:
         problems = []
         for name, before in self._before.items():
             try:
-                self.client.set_properties(name, _wire_props(before))
+                self.client.set_properties(name, wire_props(before))
             except SystemdError as err:
                 problems.append(f"{name}: restoring {', '.join(before)} failed: {err}")
         self._before.clear()
@@ -476,13 +503,41 @@ class SystemdUnits:
         return True
 
 
+def stale_units(
+    record: UnitRecord, dirs: set[str], files: dict[str, dict[str, str]], v2: bool
+) -> UnitRecord:
+    """What ``record`` holds that the desired tree no longer wants: the slices it started
+    whose cgroup is not in ``dirs`` (cgroup paths, ancestors included), and the properties it
+    set on existing units that the desired ``files`` ({cgroup path: {file: value}}) no longer
+    give. A copy; ``record`` is unchanged."""
+    out = UnitRecord()
+    out.started = [n for n in record.started if expand_slice(n).lstrip("/") not in dirs]
+    wanted: dict[str, set[str]] = {}
+    for path, values in files.items():
+        name = existing_unit(path)
+        if name is not None:
+            wanted.setdefault(name, set()).update(p for p, _ in unit_properties(values, v2))
+    for name, props in record.changed.items():
+        left = {p: v for p, v in props.items() if p not in wanted.get(name, set())}
+        if left:
+            out.changed[name] = left
+    return out
+
+
+def reset_properties(path: str, file: str, value: str, v2: bool) -> tuple[str, list[Property]]:
+    """The unit cgalloc started for ``path`` and its properties for ``file`` set back to
+    ``value`` (the kernel's default), or ("", []) when ``path`` is no such unit's cgroup."""
+    name = slice_unit(path)
+    return (name, unit_properties({file: value}, v2)) if name else ("", [])
+
+
 def undo(client: Systemd, record: UnitRecord, state_dir: str) -> list[str]:
     """Restore the properties ``record`` changed and stop the units it started (last first)."""
     problems = []
     for name, props in list(record.changed.items()):
         try:
             if client.unit_path(name) is not None:
-                client.set_properties(name, _wire_props(props))
+                client.set_properties(name, wire_props(props))
             del record.changed[name]
         except SystemdError as err:
             problems.append(f"{name}: restoring {', '.join(props)} failed: {err}")

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from pathlib import Path
 
 MARKER = ".fake-cgroup.json"
+BOOT_ID = "boot_id"  # the fake kernel's /proc/sys/kernel/random/boot_id, beside the tree
 V2_CONTROLLERS = "cpuset cpu io memory hugetlb pids rdma misc"
 V1_MOUNTS = {  # mount dir -> controllers, the classic co-mounted layout
     "cpu,cpuacct": ["cpu", "cpuacct"],
@@ -87,6 +89,7 @@ def make_tree(base: Path, version: str) -> Path:
             opts = ",".join(["rw", *ctrls])
             lines.append(f"{40 + i} 25 0:{40 + i} / {d} rw,nosuid - cgroup cgroup {opts}")
     (base / "mountinfo").write_text("\n".join(lines) + "\n")
+    reboot(base)
     return root
 
 
@@ -185,8 +188,16 @@ def fake_switches(base: Path, kernel=None):
     from cgalloc.apply import TestSwitches
 
     return TestSwitches(
-        allow_any_fs=True, kernel=kernel or KERNEL, mountinfo=str(Path(base) / "mountinfo")
+        allow_any_fs=True,
+        kernel=kernel or KERNEL,
+        mountinfo=str(Path(base) / "mountinfo"),
+        boot_id_file=str(Path(base) / BOOT_ID),
     )
+
+
+def reboot(base: Path) -> None:
+    """A new boot id for the fake tree under ``base`` (the tree itself is the test's to wipe)."""
+    (Path(base) / BOOT_ID).write_text(str(uuid.uuid4()) + "\n")
 
 
 def use_fake_tree(monkeypatch, base: Path, kernel=None) -> None:

@@ -98,3 +98,109 @@ def test_a_no_longer_wanted_cgroup_with_processes_is_kept_and_reported(tree, tmp
     code, out, _ = _run(capsys, tree, tmp_path, "setup", *_enforce("/new.slice"))
     assert code == 0
     assert not (tree / "old.slice").exists()
+
+
+def _pod(path, limits: dict) -> str:
+    # a Burstable pod (requests below limits); podresources: ResourceConfigForPod
+    container = {"name": "c", "resources": {"requests": {"cpu": "100m"}, "limits": limits}}
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web", "uid": "u-1"},
+        "spec": {"containers": [container]},
+    }
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_a_pod_limit_dropped_from_the_pods_file_is_reset_to_the_kernels_default(
+    tree, tmp_path, capsys
+):
+    # pkg/kubelet/cm/helpers_linux.go ResourceConfigForPod: a Burstable pod without a CPU limit
+    # gets no CpuQuota at all, so the kubelet never writes cpu.max; the quota an earlier
+    # pods file gave must not stay behind.
+    pod = tree / "kubepods" / "burstable" / "podu-1"
+    manifest = tmp_path / "pod.json"
+    code, _, err = _run(capsys, tree, tmp_path, "setup", "--pods", _pod(manifest, {"cpu": "500m"}))
+    assert code == 0, err
+    assert (pod / "cpu.max").read_text() == "50000 100000\n"
+    _pod(manifest, {"memory": "1Gi"})
+    code, out, _ = _run(capsys, tree, tmp_path, "verify", "--pods", str(manifest), "-o", "json")
+    assert code == 1
+    assert "kubepods/burstable/podu-1/cpu.max: is 50000 100000, no longer wanted; setup " \
+        "restores 'max 100000'" in json.loads(out)["drift"]  # fmt: skip
+    code, out, err = _run(capsys, tree, tmp_path, "setup", "--pods", str(manifest))
+    assert code == 0, err
+    expected = "  restore kubepods/burstable/podu-1/cpu.max: 50000 100000 -> max 100000"
+    assert expected + " (no longer wanted)" in out.splitlines()
+    assert (pod / "cpu.max").read_text() == "max 100000\n"
+    assert (pod / "memory.max").read_text() == f"{1 << 30}\n"
+    code, out, _ = _run(capsys, tree, tmp_path, "verify", "--pods", str(manifest))
+    assert (code, out) == (0, "in sync: the tree matches\n")
+
+
+def test_a_memory_limit_dropped_from_a_cgroup_setup_made_is_reset(tree, tmp_path, capsys):
+    # pkg/kubelet/cm/node_container_manager_linux.go enforceNodeAllocatableCgroups:
+    # kube-reserved-compressible enforces the CPU only (getCgroupConfigWithCompressible), so
+    # the cgroup stays wanted but its memory limit does not.
+    kube = ["--kube-reserved", "cpu=500m,memory=512Mi", "--kube-reserved-cgroup", "/kube.slice"]
+    code, _, err = _run(capsys, tree, tmp_path, "setup", *kube, "--enforce", "pods,kube-reserved")
+    assert code == 0, err
+    assert (tree / "kube.slice" / "memory.max").read_text() == f"{512 << 20}\n"
+    compressible = [*kube, "--enforce", "pods,kube-reserved-compressible"]
+    code, out, _ = _run(capsys, tree, tmp_path, "verify", *compressible)
+    assert code == 1
+    assert (
+        f"  kube.slice/memory.max: is {512 << 20}, no longer wanted; setup restores 'max'"
+        in out.splitlines()
+    )
+    code, _, err = _run(capsys, tree, tmp_path, "setup", *compressible)
+    assert code == 0, err
+    assert (tree / "kube.slice" / "memory.max").read_text() == "max\n"
+    assert (tree / "kube.slice" / "cpu.weight").read_text() == "20\n"  # still enforced
+    code, out, _ = _run(capsys, tree, tmp_path, "verify", *compressible)
+    assert (code, out) == (0, "in sync: the tree matches\n")
+
+
+def test_dry_run_lists_the_undo_actions_in_table_and_json(tree, tmp_path, capsys):
+    code, _, err = _run(capsys, tree, tmp_path, "setup", *_enforce("/old.slice"))
+    assert code == 0, err
+    before = snapshot(tree)
+    code, out, err = _run(capsys, tree, tmp_path, "setup", "--dry-run", *_enforce("/system.slice"))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "  rmdir old.slice (no longer wanted)" in lines
+    assert "  write system.slice/memory.max: max -> 1073741824" in lines
+    assert lines[-1].startswith("dry run: ") and "nothing written" in lines[-1]
+    code, out, err = _run(
+        capsys, tree, tmp_path, "setup", "--dry-run", "-o", "json", *_enforce("/system.slice")
+    )
+    assert code == 0, err
+    undo = json.loads(out)["plan"]["undo"]
+    assert undo == [{"action": "rmdir", "cgroup": "old.slice", "path": "old.slice"}]
+    assert snapshot(tree) == before  # a dry run writes nothing
+
+
+def test_dry_run_lists_the_values_it_would_restore(tree, tmp_path, capsys):
+    code, _, err = _run(capsys, tree, tmp_path, "setup", *_enforce("/system.slice"))
+    assert code == 0, err
+    before = snapshot(tree)
+    code, out, err = _run(capsys, tree, tmp_path, "setup", "--dry-run")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "  restore system.slice/memory.max: 1073741824 -> max (no longer wanted)" in lines
+    assert '  restore system.slice/cpuset.cpus: 0-3 -> "" (no longer wanted)' in lines
+    assert lines[-1] == "dry run: 5 changes planned, nothing written"
+    code, out, err = _run(capsys, tree, tmp_path, "setup", "--dry-run", "-o", "json")
+    assert code == 0, err
+    doc = json.loads(out)["plan"]
+    assert doc["actions"] == []
+    assert {
+        "action": "restore",
+        "cgroup": "system.slice",
+        "path": "system.slice/memory.max",
+        "old": "1073741824",
+        "new": "max",
+    } in doc["undo"]
+    assert len(doc["undo"]) == 5
+    assert snapshot(tree) == before

@@ -6,11 +6,12 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 from clirun import run_cli
-from fakecgroup import fake_hierarchy, snapshot, use_fake_tree
+from fakecgroup import KERNEL, fake_hierarchy, make_tree, snapshot, use_fake_tree
 
 import cgalloc.ownership
 
@@ -201,3 +202,113 @@ def test_teardown_refuses_a_record_naming_cgroups_outside_the_tree(tree, tmp_pat
     assert lines[0].startswith("cgalloc: --state-dir: the record names cgroups outside the tree")
     assert len(lines) == 2 and lines[1].startswith("cgalloc:   ")
     assert snapshot(tree) == before and snapshot(outside) == victim
+
+
+# ---------------------------------------------------------------- boot reconciliation
+
+
+def _existing_system_slice(root: Path, version: str, memory: str | None = None) -> None:
+    """The node's own system.slice (not cgalloc's), with ``memory`` as its limit when given."""
+    if version == "v2":
+        (root / "cgroup.subtree_control").write_text("cpu memory pids\n")
+        mounts = [root]
+    else:
+        mounts = [d for d in root.iterdir() if d.is_dir()]
+    for mount in mounts:
+        (mount / "system.slice").mkdir()
+        KERNEL.after_mkdir(str(mount), "system.slice")
+    if memory is not None:
+        memdir = root if version == "v2" else root / "memory"
+        name = "memory.max" if version == "v2" else "memory.limit_in_bytes"
+        (memdir / "system.slice" / name).write_text(memory + "\n")
+
+
+def _wipe(base: Path, version: str) -> Path:
+    """A reboot: the cgroup filesystem comes back empty, with a new boot id; this boot the
+    node's own system.slice has a memory limit of its own."""
+    shutil.rmtree(base / "cgroup")
+    root = make_tree(base, version)  # a new boot id too
+    _existing_system_slice(root, version, memory=str(5 << 30))
+    return root
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_setup_after_a_reboot_starts_a_new_record(tmp_path, monkeypatch, capsys, version):
+    root, _ = fake_hierarchy(tmp_path, version)
+    _existing_system_slice(root, version)
+    use_fake_tree(monkeypatch, tmp_path)
+    args = [*NODE, "--cgroupfs", str(root), *_state(tmp_path)]
+    code, _, err = run_cli(capsys, "setup", *args)
+    assert code == 0, err
+    root = _wipe(tmp_path, version)
+    wiped = snapshot(root)
+    code, out, err = run_cli(capsys, "verify", *args)
+    assert code == 1  # the tree is gone, and verify says so (not "no longer wanted")
+    assert "no longer wanted" not in out
+    code, _, err = run_cli(capsys, "setup", *args)
+    assert code == 0, err
+    assert "is of an earlier boot" in err and "was discarded" in err
+    assert (root / "kubepods").is_dir() or (root / "memory" / "kubepods").is_dir()
+    code, out, _ = run_cli(capsys, "verify", *args)
+    assert (code, out) == (0, "in sync: the tree matches\n")
+    code, out, err = run_cli(capsys, "teardown", "--cgroupfs", str(root), *_state(tmp_path))
+    assert code == 0, out + err
+    # the node's 5 GiB limit of this boot is back, not the "max" recorded in the earlier boot
+    assert snapshot(root) == wiped
+
+
+def test_a_journal_left_by_a_run_the_reboot_interrupted_is_discarded(tmp_path, monkeypatch, capsys):
+    import cgalloc.apply
+
+    root, _ = fake_hierarchy(tmp_path, "v2")
+    _existing_system_slice(root, "v2")
+    use_fake_tree(monkeypatch, tmp_path)
+    args = [*NODE, "--cgroupfs", str(root), *_state(tmp_path)]
+    perform, calls = cgalloc.apply._perform, []
+
+    def power_cut(*a, **kw):
+        calls.append(1)
+        if len(calls) == 6:
+            raise KeyboardInterrupt  # nothing after this runs: no rollback, no record
+        return perform(*a, **kw)
+
+    monkeypatch.setattr(cgalloc.apply, "_perform", power_cut)
+    code, _, _ = run_cli(capsys, "setup", *args)  # click turns the interrupt into "Aborted!"
+    assert code == 130 and len(calls) == 6
+    monkeypatch.setattr(cgalloc.apply, "_perform", perform)
+    journal = (tmp_path / "state" / "journal.jsonl").read_text().splitlines()
+    assert any('"system.slice"' in line and '"old": "max"' in line for line in journal)
+    root = _wipe(tmp_path, "v2")
+    wiped = snapshot(root)
+    code, _, err = run_cli(capsys, "setup", *args)
+    assert code == 0, err
+    assert not (tmp_path / "state" / "journal.jsonl").exists()
+    code, out, err = run_cli(capsys, "teardown", "--cgroupfs", str(root), *_state(tmp_path))
+    assert code == 0, out + err
+    assert snapshot(root) == wiped
+
+
+def test_a_journal_of_the_same_boot_is_a_crash_and_folded_in(tmp_path, monkeypatch, capsys):
+    import cgalloc.apply
+
+    root, _ = fake_hierarchy(tmp_path, "v2")
+    _existing_system_slice(root, "v2")
+    before = snapshot(root)
+    use_fake_tree(monkeypatch, tmp_path)
+    args = [*NODE, "--cgroupfs", str(root), *_state(tmp_path)]
+    perform, calls = cgalloc.apply._perform, []
+
+    def kill(*a, **kw):
+        calls.append(1)
+        if len(calls) == 6:
+            raise KeyboardInterrupt
+        return perform(*a, **kw)
+
+    monkeypatch.setattr(cgalloc.apply, "_perform", kill)
+    code, _, _ = run_cli(capsys, "setup", *args)  # click turns the interrupt into "Aborted!"
+    assert code == 130 and len(calls) == 6
+    monkeypatch.setattr(cgalloc.apply, "_perform", perform)
+    code, out, err = run_cli(capsys, "teardown", "--cgroupfs", str(root), *_state(tmp_path))
+    assert code == 0, out + err
+    assert "earlier boot" not in err
+    assert snapshot(root) == before  # what the killed run did was undone from its journal

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import socket
 import threading
 
@@ -282,3 +283,134 @@ def test_an_existing_slice_missing_one_v1_directory_is_not_started_or_recorded(t
     # a slice systemd does not have is started and recorded, as before
     units.create(str(tmp_path / "cpuset"), "kube.slice")
     assert client.started == ["kube.slice"] and units.record.started == ["kube.slice"]
+
+
+class _Recorder(_Client):
+    """A loaded-units double that also records property and stop calls, and removes a stopped
+    slice's cgroup directory (as systemd does) under ``root``."""
+
+    def __init__(self, loaded: set[str], root=None, props=None):
+        super().__init__(loaded)
+        self.root, self.calls, self.props = root, [], props or {}
+
+    def get(self, name, prop):
+        return self.props.get((name, prop), ("t", UINT64_MAX))
+
+    def set_properties(self, name, props):
+        self.calls.append(("set", name, props))
+
+    def stop_unit(self, name):
+        self.calls.append(("stop", name))
+        self.loaded.discard(name)
+        if self.root is not None:
+            (self.root / name).rmdir()
+
+
+def test_a_started_unit_gets_new_limits_as_properties_on_a_later_run(tmp_path):
+    # The kubelet's systemd manager Update (pkg/kubelet/cm/cgroup_manager_linux.go) sets the
+    # unit's properties on every change; a unit's old properties would come back on the next
+    # daemon-reload otherwise.
+    from cgalloc.systemd import SystemdUnits
+
+    UnitRecord(["kubepods.slice"]).save(str(tmp_path))
+    client = _Recorder({"kubepods.slice"})
+    files = {"kubepods.slice": {"memory.max": "629145600"}}
+    units = SystemdUnits(client, str(tmp_path), v2=True, files=files)
+    units.before_write("kubepods.slice")
+    assert client.calls == [("set", "kubepods.slice", [("MemoryMax", ("t", 629145600))])]
+    # kept for rollback, not as an original for teardown (stopping the unit undoes it all)
+    assert units._before == {"kubepods.slice": {"MemoryMax": ["t", UINT64_MAX]}}
+    assert UnitRecord.load(str(tmp_path)).changed == {}
+
+
+def _converge_tree(tmp_path):
+    from cgalloc.ownership import StateDir
+
+    root = tmp_path / "cg"
+    for d in ("kube.slice", "system.slice", "kubepods.slice"):
+        (root / d).mkdir(parents=True)
+    (root / "kubepods.slice" / "memory.max").write_text("314572800\n")
+    (root / "system.slice" / "cpu.weight").write_text("20\n")
+    state = StateDir(str(tmp_path / "state"))
+    os.makedirs(state.path)
+    record = Record(
+        created={(str(root), "kube.slice"), (str(root), "kubepods.slice")},
+        changed={(str(root), "system.slice", "cpu.weight"): "100"},
+        written={(str(root), "kubepods.slice", "memory.max")},
+    )
+    units = UnitRecord(
+        ["kubepods.slice", "kube.slice"],
+        {"system.slice": {"MemoryMax": ["t", UINT64_MAX], "CPUWeight": ["t", UINT64_MAX]}},
+    )
+    units.save(state.path)
+    return root, state, record, units
+
+
+def test_converge_undoes_units_and_properties_no_longer_wanted(tmp_path):
+    # kube-reserved (/kube.slice, a slice cgalloc started) no longer enforced; system.slice
+    # keeps its memory limit but not its CPU weight; kubepods keeps its cgroup but not its
+    # memory limit (reset to the kernel's default, on the unit too).
+    from cgalloc.apply import TestSwitches, converge, plan_undo
+    from cgalloc.plan import Plan
+
+    root, state, record, units = _converge_tree(tmp_path)
+    plan = Plan(root=str(root), version="v2")
+    plan.wanted_dirs = {(str(root), "kubepods.slice"), (str(root), "system.slice")}
+    plan.wanted_files = {(str(root), "system.slice", "memory.max"): "157286400"}
+    stale, stale_u = plan_undo(plan, record, units)
+    assert plan.describe() == [
+        "restore system.slice/cpu.weight: 20 -> 100 (no longer wanted)",
+        "restore kubepods.slice/memory.max: 314572800 -> max (no longer wanted)",
+        "restore CPUWeight of system.slice (no longer wanted)",
+        "stop kube.slice (cgroup kube.slice) (no longer wanted)",
+    ]
+    client = _Recorder({"kubepods.slice", "kube.slice", "system.slice"}, root)
+    result = converge(
+        plan, state, record, stale, switches=TestSwitches(allow_any_fs=True), systemd=client,
+        units=units, stale_u=stale_u,
+    )  # fmt: skip
+    assert result.kept == []
+    assert client.calls == [
+        ("set", "kubepods.slice", [("MemoryMax", ("t", UINT64_MAX))]),
+        ("set", "system.slice", [("CPUWeight", ("t", UINT64_MAX))]),
+        ("stop", "kube.slice"),
+    ]
+    assert (root / "system.slice" / "cpu.weight").read_text().strip() == "100"
+    assert (root / "kubepods.slice" / "memory.max").read_text().strip() == "max"
+    assert not (root / "kube.slice").exists()
+    assert UnitRecord.load(state.path) == UnitRecord(
+        ["kubepods.slice"], {"system.slice": {"MemoryMax": ["t", UINT64_MAX]}}
+    )
+    assert record == Record(created={(str(root), "kubepods.slice")}, boot=record.boot)
+
+
+def test_a_no_longer_wanted_slice_with_processes_is_not_stopped(tmp_path):
+    from cgalloc.apply import TestSwitches, converge, plan_undo
+    from cgalloc.plan import Plan, stale_drift
+
+    root, state, record, units = _converge_tree(tmp_path)
+    (root / "kube.slice" / "kubelet.service").mkdir()
+    (root / "kube.slice" / "kubelet.service" / "cgroup.procs").write_text("4242\n")
+    plan = Plan(root=str(root), version="v2")
+    plan.wanted_dirs = {(str(root), "kubepods.slice"), (str(root), "system.slice")}
+    stale, stale_u = plan_undo(plan, record, units)
+    client = _Recorder({"kubepods.slice", "kube.slice", "system.slice"}, root)
+    result = converge(
+        plan, state, record, stale, switches=TestSwitches(allow_any_fs=True), systemd=client,
+        units=units, stale_u=stale_u,
+    )  # fmt: skip
+    assert result.kept == ["kube.slice: kept, it still has processes"]
+    assert ("stop", "kube.slice") not in client.calls
+    assert "kube.slice" in UnitRecord.load(state.path).started
+    assert (str(root), "kube.slice") in record.created
+    plan_undo(plan, record, UnitRecord.load(state.path))
+    assert stale_drift(plan) == [
+        "systemd unit kube.slice (cgroup kube.slice) was started by cgalloc and is no longer wanted"
+    ]
+
+
+@pytest.mark.parametrize("content", [b"{", b"\xff\xfe", b"[1]", b'{"started": [1]}'])
+def test_a_broken_unit_record_is_one_sentence(tmp_path, content):
+    (tmp_path / "systemd.json").write_bytes(content)
+    with pytest.raises(InputError, match=r"systemd\.json cannot be used: it is not cgalloc's"):
+        UnitRecord.load(str(tmp_path))

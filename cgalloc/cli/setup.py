@@ -13,7 +13,15 @@ from dataclasses import dataclass
 
 import typer
 
-from cgalloc.apply import Result, TestSwitches, apply, check_managed, converge
+from cgalloc.apply import (
+    Result,
+    TestSwitches,
+    apply,
+    check_managed,
+    converge,
+    peek_units,
+    plan_undo,
+)
 from cgalloc.apply import switches as current_switches
 from cgalloc.cgroupfs import detect
 from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, add_options, node_inputs
@@ -27,6 +35,7 @@ from cgalloc.systemd import (
     SYSTEMD_CONTROLLERS,
     Systemd,
     SystemdUnits,
+    UnitRecord,
     cgroup_roles,
     systemd_running,
     use_dbus,
@@ -256,9 +265,11 @@ def register(app: typer.Typer) -> None:
         switches = current_switches()
         cfg = inputs.load_config()
         dbus = tree.dbus(cfg.cgroup_driver, switches)
+        state = StateDir(state_dir, switches.boot_id_file)
         if dry_run:
             p = tree.plan(inputs, switches)
-            count = len(p.actions)
+            plan_undo(p, state.peek(), peek_units(state) if dbus else None)
+            count = len(p.actions) + len(p.undo)
             summary = (
                 "no changes: 0 writes"
                 if not count
@@ -269,23 +280,27 @@ def register(app: typer.Typer) -> None:
             require_no_refusals(p, force)
             return
         require_root(switches)
-        state = StateDir(state_dir)
         with state.locked():
             record = state.load()
+            warn(state.notes)
             check_managed(tree.cgroupfs, record)
             p = tree.plan(inputs, switches)
             require_no_refusals(p, force)
-            units = None
+            units = client = None
             if dbus:
                 v2 = p.version == "v2"
-                units = SystemdUnits.for_plan(Systemd(), state_dir, p, v2, cgroup_roles(cfg))
+                client = Systemd()
+                units = SystemdUnits.for_plan(client, state_dir, p, v2, cgroup_roles(cfg))
             result: Result = apply(p, state, record, switches=switches, units=units)
             # then undo what earlier runs did that these inputs no longer want
-            stale = record.stale(p.wanted_dirs, p.wanted_files)
-            cleaned = converge(p.root, state, record, stale, switches=switches)
+            unit_record = UnitRecord.load(state_dir) if dbus else None
+            stale, stale_u = plan_undo(p, record, unit_record)
+            cleaned = converge(
+                p, state, record, stale, switches=switches, systemd=client,
+                units=unit_record, stale_u=stale_u,
+            )  # fmt: skip
         doc = {"dry_run": False, "plan": p.to_json(), **result.to_json()}
-        lines = p.describe() + [f"{a.describe(p.root)} (no longer wanted)" for a in cleaned.done]
-        lines += [f"kept {k}" for k in cleaned.kept]
+        lines = p.describe() + [f"kept {k}" for k in cleaned.kept]
         doc["no_longer_wanted"] = cleaned.to_json()
         summary = result.summary()
         if cleaned.done:

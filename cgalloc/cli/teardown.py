@@ -6,7 +6,7 @@ import typer
 
 from cgalloc.apply import switches as current_switches
 from cgalloc.apply import teardown
-from cgalloc.cli.render import OutputFormat, output_option
+from cgalloc.cli.render import OutputFormat, output_option, warn
 from cgalloc.cli.setup import cgroupfs_option, report, require_root, state_dir_option
 from cgalloc.ownership import StateDir
 
@@ -28,9 +28,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         switches = current_switches()
         require_root(switches)
-        state = StateDir(state_dir)
+        state = StateDir(state_dir, switches.boot_id_file)
         with state.locked(create=False):
-            result = teardown(cgroupfs, state, state.load(), switches=switches)
+            record = state.load()
+            warn(state.notes)
+            result = teardown(cgroupfs, state, record, switches=switches)
         if result.kept:
             summary = f"undid {result.writes} changes, kept {len(result.kept)}"
         else:

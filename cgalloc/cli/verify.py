@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from cgalloc.apply import peek_units, plan_undo
 from cgalloc.apply import switches as current_switches
 from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
 from cgalloc.cli.render import OutputFormat, output_option
@@ -31,9 +32,12 @@ def register(app: typer.Typer) -> None:
         state_dir: str = state_dir_option(),
         output: OutputFormat = output_option(),
     ) -> None:
-        p = tree.plan(inputs, current_switches())
-        stale = StateDir(state_dir).peek().stale(p.wanted_dirs, p.wanted_files)
-        lines = drift(p) + stale_drift(stale, p.root)
+        switches = current_switches()
+        p = tree.plan(inputs, switches)
+        state = StateDir(state_dir, switches.boot_id_file)
+        dbus = tree.dbus(inputs.load_config().cgroup_driver, switches)
+        plan_undo(p, state.peek(), peek_units(state) if dbus else None)
+        lines = drift(p) + stale_drift(p)
         summary = f"drift: {len(lines)} differences" if lines else "in sync: the tree matches"
         report({"in_sync": not lines, "drift": lines}, lines, summary, output)
         if lines:

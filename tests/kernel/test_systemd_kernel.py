@@ -161,3 +161,51 @@ def test_kube_reserved_slice_nests_as_the_kubelet_maps_it(tmp_path):
     for unit in ("kube.slice", "kube-reserved.slice"):
         assert systemctl("is-active", unit).stdout.strip() == "inactive", unit
     assert listing() == before
+
+
+def test_dropped_and_moved_reservations_converge_through_systemd(tmp_path):
+    # Issue 8 "dropped enforcement leaves old limits", under the systemd driver: a reservation
+    # moved to another slice, one dropped from --enforce, and kubepods' limits dropped (pods
+    # no longer enforced: kubepods gets the node's capacity, as createNodeAllocatableCgroups
+    # in pkg/kubelet/cm/node_container_manager_linux.go).
+    state = ["--state-dir", str(tmp_path / "state")]
+    before = listing()
+    moved = [*NODE, "--cgroup-driver", "systemd", "--enforce", "kube-reserved",
+             "--kube-reserved-cgroup", "/kubelet.slice"]  # fmt: skip
+    done = cgalloc("setup", *SYSTEMD_NODE, *state)
+    try:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert show("system.slice", "MemoryMax") == RESERVED_MEMORY
+        assert show("kubepods.slice", "MemoryMax") == KUBEPODS_MEMORY
+        drift = cgalloc("verify", *moved, *state)
+        assert drift.returncode == 1, drift.stdout + drift.stderr
+        assert "systemd unit kube.slice (cgroup kube.slice) was started by cgalloc" in drift.stdout
+        assert "systemd unit system.slice: AllowedCPUs, MemoryMax set by cgalloc" in drift.stdout
+        assert f"system.slice/memory.max: is {RESERVED_MEMORY}, no longer wanted" in drift.stdout
+        plan = cgalloc("setup", "--dry-run", *moved, *state)
+        assert plan.returncode == 0, plan.stdout + plan.stderr
+        assert "  stop kube.slice (cgroup kube.slice) (no longer wanted)" in plan.stdout
+        done = cgalloc("setup", *moved, *state)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert systemctl("is-active", "kube.slice").stdout.strip() == "inactive"
+        assert not (CGROUP_ROOT / "kube.slice").exists()
+        assert show("kubelet.slice", "MemoryMax") == RESERVED_MEMORY
+        assert show("system.slice", "MemoryMax") == "infinity"
+        assert read(CGROUP_ROOT / "system.slice/memory.max") == "max"
+        kubepods = read(CGROUP_ROOT / "kubepods.slice/memory.max")
+        assert kubepods != KUBEPODS_MEMORY
+        # the started unit carries the new limit too, so a daemon-reload keeps it
+        assert show("kubepods.slice", "MemoryMax") == kubepods
+        reload = systemctl("daemon-reload")
+        assert reload.returncode == 0, reload.stderr
+        assert read(CGROUP_ROOT / "kubepods.slice/memory.max") == kubepods
+        assert read(CGROUP_ROOT / "system.slice/memory.max") == "max"
+        verify = cgalloc("verify", *moved, *state)
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+    finally:
+        down = cgalloc("teardown", *state)
+        assert down.returncode == 0, down.stdout + down.stderr
+    for unit in (*UNITS, "kubelet.slice"):
+        assert systemctl("is-active", unit).stdout.strip() == "inactive", unit
+    assert show("system.slice", "MemoryMax") == "infinity"
+    assert listing() == before
