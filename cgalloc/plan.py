@@ -186,12 +186,19 @@ def _comparable(file: str, value: str):
         return value.strip()
     if isinstance(parsed, tuple):
         quota, period = parsed
-        return (INF if quota < 0 else float(quota), period)
+        return (INF if quota < 0 else quota, period)
+    # Ints, not floats: above 2**53 floats round distinct limits together, and a fuzzed
+    # 1e400 capacity overflows float() (ints order against INF exactly).
     if parsed < 0:
         return INF
     if file.startswith("memory."):
-        return float(parsed // PAGE_SIZE * PAGE_SIZE)  # the kernel keeps whole pages
-    return float(parsed)
+        return parsed // PAGE_SIZE * PAGE_SIZE  # the kernel keeps whole pages
+    return parsed
+
+
+def _is_number(value) -> bool:
+    """A comparable limit (int bytes/count, or INF for no limit), not an unparsed string."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def same_value(file: str, live: str | None, desired: str) -> bool:
@@ -208,7 +215,7 @@ def _shrinks(file: str, old: str | None, new: str) -> bool:
         return b < a
     if isinstance(a, tuple):
         a, b = a[0], b[0]
-    if isinstance(a, float) and isinstance(b, float):
+    if _is_number(a) and _is_number(b):
         return b < a
     return False
 
@@ -510,7 +517,7 @@ def _below_usage(actions: list[Action], root: str) -> list[str]:
         if usage_text is None or not usage_text.strip().isdigit():
             continue
         usage = int(usage_text)
-        if isinstance(new, float) and new < usage:
+        if _is_number(new) and new < usage:
             refusals.append(
                 f"refusing to lower the memory limit of /{a.path} to {a.new} bytes: it uses "
                 f"{usage} bytes now (give --force to lower it anyway and let the kernel "
