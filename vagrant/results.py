@@ -17,6 +17,8 @@ from pathlib import Path
 
 # Where the bench's own comparison tables start and where pytest's closing lines begin.
 TABLES_START = re.compile(r"^=+ (cgroup read cost|setup of a tree)")
+# provision.sh's step whose output holds the boot unit's and the daemons' start times.
+ORDER_STEP = "reboot: setup finished before the stand-in daemons started"
 TABLES_END = re.compile(r"^(=+ )?(short test summary|\d+ (passed|failed|skipped|deselected))")
 
 
@@ -75,6 +77,33 @@ def _seconds(value: float | None) -> str:
     return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
 
 
+def reboot_lines(results: dict[str, dict]) -> list[str]:
+    """The boot unit across the real reboot: each reboot check per machine, then the units'
+    start times each machine reported (the ordering evidence)."""
+    names = [m for m, r in results.items() if any(_is_reboot(s) for s in r["steps"])]
+    if not names:
+        return []
+    checks: dict[str, dict[str, bool]] = {}
+    for m in names:
+        for s in filter(_is_reboot, results[m]["steps"]):
+            checks.setdefault(s["step"], {})[m] = s["ok"]
+    lines = ["", "The boot unit across a real reboot (`vagrant reload`):", ""]
+    lines.append("| check | " + " | ".join(names) + " |")
+    lines.append("|---|" + "---|" * len(names))
+    for step, per in checks.items():
+        cells = " | ".join({True: "ok", False: "FAILED", None: "-"}[per.get(m)] for m in names)
+        lines.append(f"| {step.removeprefix('reboot: ')} | {cells} |")
+    for m in names:
+        for s in results[m]["steps"]:
+            if s["step"] == ORDER_STEP and s["detail"]:
+                lines += ["", f"{m}, monotonic clock after the boot:", "```", s["detail"], "```"]
+    return lines
+
+
+def _is_reboot(step: dict) -> bool:
+    return step["step"].startswith("reboot: ")
+
+
 def markdown(results: dict[str, dict]) -> str:
     """Steps per machine, then best times side by side, then each machine's bench tables."""
     names = list(results)
@@ -92,6 +121,7 @@ def markdown(results: dict[str, dict]) -> str:
     for m, s in failures:
         head = f"**{m} failed at `{s['step']}`** (exit {s['rc']}):"
         lines += ["", head, "```", s["detail"], "```"]
+    lines += reboot_lines(results)
     best: dict[str, dict[str, float]] = {}
     for m, r in results.items():
         for row in r["bench"]:
