@@ -252,9 +252,12 @@ driver_cycle() {
 	step "$driver: tree and systemd's view as before" 0 same_as_before
 }
 
-# The one place the benchmarks are called (bench.json: pytest-benchmark's, bench.txt: tables).
+# The one place the benchmarks are called (bench-read.json/.md: the interleaved read and
+# whole-command suites; bench.json: pytest-benchmark's setup suite; bench.txt: the output).
+# In CI each suite is bounded (CGALLOC_BENCH_TIMEOUT seconds, SIGINT so the bench removes its
+# real tree); a suite stopped there is named in bench-cut.txt, which the result file carries.
 run_bench() {
-	local select=() pods=${CGALLOC_BENCH_PODS:-1000} rounds=3
+	local select=() pods=${CGALLOC_BENCH_PODS:-1000} rounds=3 limit=() rc=0 code
 	case $bench_mode in
 	none) return 0 ;;
 	ci)
@@ -262,21 +265,32 @@ run_bench() {
 		# in CI keep cgalloc, the cold shell script and the fast readers; one round.
 		rounds=1
 		select=(-k "not libcgroup and not shell_rerun and not cgget and not naive and not pure_core")
+		limit=(timeout -s INT -k 60 "${CGALLOC_BENCH_TIMEOUT:-900}")
 		;;
 	esac
 	cd "$src" || return 1
-	# the interleaved read and whole-command suites (their own JSON), then the setup bench
-	# (pytest-benchmark JSON, which results.py turns into rows)
-	env CGALLOC_BENCH_REAL=1 CGALLOC_BENCH_PODS="$pods" CGALLOC_BENCH_ROUNDS="$rounds" \
+	"${limit[@]}" env CGALLOC_BENCH_REAL=1 CGALLOC_BENCH_PODS="$pods" CGALLOC_BENCH_ROUNDS="$rounds" \
 		CGALLOC_BENCH_SLOW_ROUNDS="$([[ $bench_mode == ci ]] && echo 0 || echo 3)" \
 		"$venv/bin/python" -m bench --trees real --json "$results/bench-read.json" \
 		--markdown "$results/bench-read.md" >"$results/bench.txt" 2>&1
-	local rc=$?
-	env CGALLOC_BENCH_REAL=1 CGALLOC_BENCH_PODS="$pods" CGALLOC_BENCH_ROUNDS="$rounds" \
+	code=$?
+	if [[ $code -eq 124 ]]; then
+		echo "python -m bench --trees real: stopped after ${CGALLOC_BENCH_TIMEOUT:-900} s (CI bound)" >>"$results/bench-cut.txt"
+	elif [[ $code -ne 0 ]]; then
+		rc=1
+	fi
+	"${limit[@]}" env CGALLOC_BENCH_REAL=1 CGALLOC_BENCH_PODS="$pods" CGALLOC_BENCH_ROUNDS="$rounds" \
 		"$venv/bin/python" -m bench setup "${select[@]}" --benchmark-json="$results/bench.json" \
-		>>"$results/bench.txt" 2>&1 || rc=1
+		>>"$results/bench.txt" 2>&1
+	code=$?
+	if [[ $code -eq 124 ]]; then
+		echo "python -m bench setup: stopped after ${CGALLOC_BENCH_TIMEOUT:-900} s (CI bound)" >>"$results/bench-cut.txt"
+	elif [[ $code -ne 0 ]]; then
+		rc=1
+	fi
 	cd - >/dev/null || true
 	tail -n 60 "$results/bench.txt"
+	[[ -f $results/bench-cut.txt ]] && cat "$results/bench-cut.txt"
 	return $rc
 }
 

@@ -68,7 +68,16 @@ def machine_result(raw: Path) -> dict:
         doc["bench_tables"] = bench_tables((raw / "bench.txt").read_text())
     except OSError:
         doc["bench_tables"] = []
+    doc["bench_read"] = _text(raw / "bench-read.md")
+    doc["bench_cut"] = _text(raw / "bench-cut.txt").splitlines()
     return doc
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
 
 
 def _seconds(value: float | None) -> str:
@@ -134,6 +143,12 @@ def markdown(results: dict[str, dict]) -> str:
             cells = " | ".join(_seconds(per.get(m)) for m in names)
             lines.append(f"| `{name}` | {cells} |")
     for m, r in results.items():
+        if r.get("bench_cut"):
+            lines += ["", f"Benchmarks cut on {m} (the CI bound):", ""]
+            lines += [f"- {c}" for c in r["bench_cut"]]
+        if r.get("bench_read"):
+            lines += ["", f"Read and whole-command suites on {m} (`python -m bench --trees real`):"]
+            lines += ["", r["bench_read"].strip()]
         if r["bench_tables"]:
             lines += ["", f"The bench's own tables on {m}:", "", "```", *r["bench_tables"], "```"]
     return "\n".join(lines) + "\n"
