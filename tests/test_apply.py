@@ -104,6 +104,33 @@ def test_preexisting_reserved_cgroup_is_restored_not_removed(tmp_path):
     assert snapshot(root) == before
 
 
+def test_teardown_of_a_populated_v2_cpuset_ends_with_the_controller_disabled(tmp_path):
+    # Found in the Vagrant v2 run (kernel 6.1): system.slice has services, so its cpuset.cpus
+    # cannot be emptied again (ENOSPC); teardown then disables cpuset at the root, which takes
+    # the file away: the tree is as before and nothing is reported kept.
+    root, h = fake_hierarchy(tmp_path, "v2")
+    (root / "cgroup.subtree_control").write_text("cpu memory pids\n")
+    sys_slice = root / "system.slice"
+    sys_slice.mkdir()
+    for name, value in {
+        "cgroup.controllers": "cpu memory pids",
+        "cgroup.procs": "4242",
+        "cgroup.subtree_control": "",
+        "cpu.weight": "100",
+        "memory.max": "max",
+    }.items():
+        (sys_slice / name).write_text(value + "\n")
+    before = snapshot(root)
+    state = StateDir(str(tmp_path / "state"))
+    desired = [DesiredCgroup("system.slice", "system-reserved", Limits(cpuset_cpus="0-1"))]
+    _run(state, h, desired)
+    assert _read(sys_slice / "cpuset.cpus") == "0-1"
+    down = _teardown(state, root)
+    assert down.kept == []
+    assert snapshot(root) == before
+    assert os.listdir(tmp_path / "state") == ["lock"]
+
+
 def test_teardown_keeps_a_cgroup_with_processes(tmp_path):
     root, h = fake_hierarchy(tmp_path, "v2")
     state = StateDir(str(tmp_path / "state"))
