@@ -122,10 +122,15 @@ def _write(roots: Roots, mount: str, rel: str, value: str, kernel: KernelHooks |
 
 def _perform(
     roots: Roots, a: Action, kernel: KernelHooks | None, units: SystemdUnits | None = None
-) -> None:
+) -> bool:
+    """Make ``a``; False when a planned mkdir found systemd had made the directory since."""
     if a.kind == "mkdir":
         if units is not None and units.create(a.mount, a.path):
-            return  # systemd made the directory of the slice unit
+            return True  # systemd made the directory of the slice unit
+        if units is not None and os.path.isdir(os.path.join(a.mount, a.path)):
+            # An existing unit's new properties made systemd realize its cgroup in this v1
+            # controller after the plan was made: systemd's directory, not cgalloc's.
+            return False
         roots[a.mount].mkdir(a.path)
         if kernel is not None:
             kernel.after_mkdir(a.mount, a.path)
@@ -134,6 +139,7 @@ def _perform(
         if units is not None and a.kind == "write":
             units.before_write(a.path)
         _write(roots, a.mount, _rel(a.path, a.file), value, kernel)
+    return True
 
 
 def _undo(roots: Roots, a: Action, kernel: KernelHooks | None, created: set, units=None) -> None:
@@ -205,8 +211,8 @@ def apply(
         try:
             if a.kind == "move":
                 _move(roots, a.mount, _rel(a.path, a.file), a.new, switches.kernel)
-            else:
-                _perform(roots, a, switches.kernel, units)
+            elif not _perform(roots, a, switches.kernel, units):
+                continue
         except ProcessLookupError:
             continue
         except (OSError, SystemdError) as exc:
@@ -325,8 +331,12 @@ def check_managed(root: str, record: Record) -> None:
         )
 
 
-def _restore_values(root: str, record: Record, roots: Roots, switches, result: Result) -> None:
-    """Write back every original value in ``record.changed``; what fails stays, in ``kept``."""
+def _restore_values(
+    root: str, record: Record, roots: Roots, switches, result: Result
+) -> dict[tuple[str, str, str], str]:
+    """Write back every original value in ``record.changed``; what fails stays, in ``kept``
+    (returned too: message per file)."""
+    failed = {}
     for (mount, path, file), original in sorted(record.changed.items()):
         if not os.path.isdir(os.path.join(mount, path)):
             del record.changed[(mount, path, file)]
@@ -339,9 +349,21 @@ def _restore_values(root: str, record: Record, roots: Roots, switches, result: R
                 result.done.append(action)
             del record.changed[(mount, path, file)]
         except OSError as exc:
-            result.kept.append(
+            failed[(mount, path, file)] = (
                 f"{action.where(root)}: restoring {original!r} failed: {_reason(exc)}"
             )
+            result.kept.append(failed[(mount, path, file)])
+    return failed
+
+
+def _forget_vanished(record: Record, failed: dict, result: Result) -> None:
+    """A value that could not be restored whose file is gone since teardown disabled its
+    controller: the cgroup is as it was. (A populated cpuset refuses an empty cpuset.cpus with
+    ENOSPC, kernel 6.1 validate_change, though empty is what it had before setup.)"""
+    for (mount, path, file), message in failed.items():
+        if not os.path.exists(os.path.join(mount, path, file)):
+            record.changed.pop((mount, path, file), None)
+            result.kept.remove(message)
 
 
 def _forget_cgroup(record: Record, mount: str, path: str) -> None:
@@ -533,10 +555,11 @@ def teardown(
     check_managed(root, record)
     roots = roots or Roots(allow_any_fs=switches.allow_any_fs)
     result = Result(root)
-    _restore_values(root, record, roots, switches, result)
+    failed = _restore_values(root, record, roots, switches, result)
     units = UnitRecord.load(state.path)
     if not units.is_empty():
         result.kept += undo_units(systemd or Systemd(), units, state.path)
     _remove_created(root, record, roots, switches, result)
+    _forget_vanished(record, failed, result)
     state.save(record)
     return result

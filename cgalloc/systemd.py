@@ -235,7 +235,9 @@ class Systemd:
         if self._conn is not None:
             return self._conn
         wait = min(PING_TIMEOUT, self.timeout)
-        for _ in range(CONNECT_ATTEMPTS):
+        for attempt in range(CONNECT_ATTEMPTS):
+            # Doubling: a PID 1 busy with jobs under emulation took longer than 4 x 2 s.
+            wait = min(PING_TIMEOUT * 2**attempt, self.timeout)
             try:
                 conn = _PeerConnection(prep_socket(self.address, timeout=self.timeout))
             except OSError as exc:

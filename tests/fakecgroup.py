@@ -122,6 +122,12 @@ class FakeKernel:
     def on_write(self, mount: str, relpath: str, value: str) -> str:
         """What the file reads after ``value`` is written (delta syntax resolved)."""
         target = Path(mount, relpath)
+        if target.name in ("cpuset.cpus", "cpuset.mems") and not value.strip():
+            # kernel/cgroup/cpuset.c validate_change (6.1): a populated cpuset cannot go from
+            # some CPUs or nodes to none.
+            procs = (target.parent / "cgroup.procs").read_text().strip()
+            if procs and target.read_text().strip():
+                raise OSError(28, "No space left on device")
         if target.name != "cgroup.subtree_control":
             return value.rstrip("\n") + "\n"
         current = target.read_text().split()

@@ -104,6 +104,33 @@ def test_preexisting_reserved_cgroup_is_restored_not_removed(tmp_path):
     assert snapshot(root) == before
 
 
+def test_teardown_of_a_populated_v2_cpuset_ends_with_the_controller_disabled(tmp_path):
+    # Found in the Vagrant v2 run (kernel 6.1): system.slice has services, so its cpuset.cpus
+    # cannot be emptied again (ENOSPC); teardown then disables cpuset at the root, which takes
+    # the file away: the tree is as before and nothing is reported kept.
+    root, h = fake_hierarchy(tmp_path, "v2")
+    (root / "cgroup.subtree_control").write_text("cpu memory pids\n")
+    sys_slice = root / "system.slice"
+    sys_slice.mkdir()
+    for name, value in {
+        "cgroup.controllers": "cpu memory pids",
+        "cgroup.procs": "4242",
+        "cgroup.subtree_control": "",
+        "cpu.weight": "100",
+        "memory.max": "max",
+    }.items():
+        (sys_slice / name).write_text(value + "\n")
+    before = snapshot(root)
+    state = StateDir(str(tmp_path / "state"))
+    desired = [DesiredCgroup("system.slice", "system-reserved", Limits(cpuset_cpus="0-1"))]
+    _run(state, h, desired)
+    assert _read(sys_slice / "cpuset.cpus") == "0-1"
+    down = _teardown(state, root)
+    assert down.kept == []
+    assert snapshot(root) == before
+    assert os.listdir(tmp_path / "state") == ["lock"]
+
+
 def test_teardown_keeps_a_cgroup_with_processes(tmp_path):
     root, h = fake_hierarchy(tmp_path, "v2")
     state = StateDir(str(tmp_path / "state"))
@@ -154,3 +181,57 @@ def test_reserved_procs_are_moved_by_name(tmp_path, named_sleeper):
         ]
         apply(p, state, state.load(), switches=SWITCHES)
     assert _read(root / "kube.slice" / "cgroup.procs") == str(pid)
+
+
+class _Systemd:
+    """Stands in for systemd's D-Bus API on a fake v1 tree. Like systemd on v1, starting a
+    slice with CPU accounting realizes the cpu controller for its siblings too (systemd's
+    unit_add_siblings_to_cgroup_realize_queue): system.slice's cpu,cpuacct directory appears."""
+
+    def __init__(self, root: Path, loaded: set[str]):
+        self.root, self.loaded, self.props = root, loaded, {}
+
+    def unit_path(self, name: str):
+        return f"/unit/{name}" if name in self.loaded else None
+
+    def start_slice(self, name, description, props):
+        self.loaded.add(name)
+        for mount in ("cpu,cpuacct", "cpuset", "memory", "pids", "hugetlb", "systemd"):
+            (self.root / mount / name).mkdir(exist_ok=True)
+            KERNEL.after_mkdir(str(self.root / mount), name)
+        sibling = self.root / "cpu,cpuacct" / "system.slice"
+        if not sibling.exists():
+            sibling.mkdir()
+            KERNEL.after_mkdir(str(self.root / "cpu,cpuacct"), "system.slice")
+
+    def get(self, name, prop):
+        return self.props.get((name, prop), ("t", 0))
+
+    def set_properties(self, name, props):
+        self.props.update({(name, p): v for p, v in props})
+
+
+def test_a_directory_systemd_made_after_the_plan_is_not_cgallocs(tmp_path):
+    # Found in the Vagrant v1 + systemd run: the plan saw no cpu,cpuacct/system.slice; starting
+    # kubepods.slice made systemd create it; cgalloc's mkdir then failed with EEXIST and the
+    # whole setup rolled back. The directory is systemd's: used, never recorded as created.
+    from cgalloc.systemd import SystemdUnits
+
+    root, h = fake_hierarchy(tmp_path, "v1")
+    for mount in ("memory", "systemd"):
+        (root / mount / "system.slice").mkdir()
+        KERNEL.after_mkdir(str(root / mount), "system.slice")
+    state = StateDir(str(tmp_path / "state"))
+    desired = [
+        DesiredCgroup("kubepods.slice", "kubepods", Limits(cpu_shares=2048, memory=300 * MI)),
+        DesiredCgroup("system.slice", "system-reserved", Limits(cpu_shares=512, memory=100 * MI)),
+    ]
+    client = _Systemd(root, {"system.slice"})
+    with state.locked():
+        p = plan.build(h, desired)
+        assert any(a.kind == "mkdir" and a.path == "system.slice" for a in p.actions)
+        units = SystemdUnits.for_plan(client, state.path, p, v2=False)
+        apply(p, state, state.load(), switches=SWITCHES, units=units)
+    assert _read(root / "cpu,cpuacct" / "system.slice" / "cpu.shares") == "512"
+    record = json.loads((tmp_path / "state" / "owned.json").read_text())
+    assert [str(root / "cpu,cpuacct"), "system.slice"] not in record["created"]

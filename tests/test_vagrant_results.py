@@ -108,3 +108,29 @@ def test_missing_machine_counts_as_failed(tmp_path):
     assert rc == 1
     v1 = json.loads((tmp_path / "out" / "v1.json").read_text())
     assert (v1["status"], v1["passed"], v1["failed"], v1["bench"]) == ("missing", 0, 1, [])
+
+
+def test_reboot_checks_side_by_side(tmp_path):
+    """The reboot checks per machine and the ordering evidence of provision.sh's step."""
+    order = "cgalloc-setup.service active at 9000000 us\nkubelet.service started at 9100000 us"
+    for machine, ok in (("v2", True), ("v1", False)):
+        d = tmp_path / "raw" / machine
+        d.mkdir(parents=True)
+        steps = [
+            {"step": "boot: verify before the reboot", "ok": True, "rc": 0, "seconds": 1.0,
+             "detail": ""},
+            {"step": "reboot: cgalloc-setup.service succeeded", "ok": True, "rc": 0,
+             "seconds": 1.0, "detail": "Result=success"},
+            {"step": results.ORDER_STEP, "ok": ok, "rc": 0 if ok else 1, "seconds": 1.0,
+             "detail": order},
+        ]  # fmt: skip
+        doc = {"status": "passed" if ok else "failed", "passed": 2, "failed": int(not ok),
+               "steps": steps}  # fmt: skip
+        (d / "provision.json").write_text(json.dumps(doc))
+    assert results.main([str(tmp_path / "raw"), str(tmp_path / "out"), "v2", "v1"]) == 1
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert "| cgalloc-setup.service succeeded | ok | ok |" in md
+    assert "| setup finished before the stand-in daemons started | ok | FAILED |" in md
+    assert "verify before the reboot" not in md.split("real reboot")[1]
+    for machine in ("v2", "v1"):
+        assert f"{machine}, monotonic clock after the boot:\n```\n{order}\n```" in md

@@ -17,6 +17,8 @@ from pathlib import Path
 
 # Where the bench's own comparison tables start and where pytest's closing lines begin.
 TABLES_START = re.compile(r"^=+ (cgroup read cost|setup of a tree)")
+# provision.sh's step whose output holds the boot unit's and the daemons' start times.
+ORDER_STEP = "reboot: setup finished before the stand-in daemons started"
 TABLES_END = re.compile(r"^(=+ )?(short test summary|\d+ (passed|failed|skipped|deselected))")
 
 
@@ -66,13 +68,49 @@ def machine_result(raw: Path) -> dict:
         doc["bench_tables"] = bench_tables((raw / "bench.txt").read_text())
     except OSError:
         doc["bench_tables"] = []
+    doc["bench_read"] = _text(raw / "bench-read.md")
+    doc["bench_cut"] = _text(raw / "bench-cut.txt").splitlines()
     return doc
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
 
 
 def _seconds(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def reboot_lines(results: dict[str, dict]) -> list[str]:
+    """The boot unit across the real reboot: each reboot check per machine, then the units'
+    start times each machine reported (the ordering evidence)."""
+    names = [m for m, r in results.items() if any(_is_reboot(s) for s in r["steps"])]
+    if not names:
+        return []
+    checks: dict[str, dict[str, bool]] = {}
+    for m in names:
+        for s in filter(_is_reboot, results[m]["steps"]):
+            checks.setdefault(s["step"], {})[m] = s["ok"]
+    lines = ["", "The boot unit across a real reboot (`vagrant reload`):", ""]
+    lines.append("| check | " + " | ".join(names) + " |")
+    lines.append("|---|" + "---|" * len(names))
+    for step, per in checks.items():
+        cells = " | ".join({True: "ok", False: "FAILED", None: "-"}[per.get(m)] for m in names)
+        lines.append(f"| {step.removeprefix('reboot: ')} | {cells} |")
+    for m in names:
+        for s in results[m]["steps"]:
+            if s["step"] == ORDER_STEP and s["detail"]:
+                lines += ["", f"{m}, monotonic clock after the boot:", "```", s["detail"], "```"]
+    return lines
+
+
+def _is_reboot(step: dict) -> bool:
+    return step["step"].startswith("reboot: ")
 
 
 def markdown(results: dict[str, dict]) -> str:
@@ -92,6 +130,7 @@ def markdown(results: dict[str, dict]) -> str:
     for m, s in failures:
         head = f"**{m} failed at `{s['step']}`** (exit {s['rc']}):"
         lines += ["", head, "```", s["detail"], "```"]
+    lines += reboot_lines(results)
     best: dict[str, dict[str, float]] = {}
     for m, r in results.items():
         for row in r["bench"]:
@@ -104,6 +143,12 @@ def markdown(results: dict[str, dict]) -> str:
             cells = " | ".join(_seconds(per.get(m)) for m in names)
             lines.append(f"| `{name}` | {cells} |")
     for m, r in results.items():
+        if r.get("bench_cut"):
+            lines += ["", f"Benchmarks cut on {m} (the CI bound):", ""]
+            lines += [f"- {c}" for c in r["bench_cut"]]
+        if r.get("bench_read"):
+            lines += ["", f"Read and whole-command suites on {m} (`python -m bench --trees real`):"]
+            lines += ["", r["bench_read"].strip()]
         if r["bench_tables"]:
             lines += ["", f"The bench's own tables on {m}:", "", "```", *r["bench_tables"], "```"]
     return "\n".join(lines) + "\n"
