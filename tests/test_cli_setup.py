@@ -85,8 +85,8 @@ def test_verify_reports_drift_with_exit_1(tree, tmp_path, capsys):
     code, out, _ = run(capsys, "verify", *NODE, "--cgroupfs", str(tree), "-o", "json")
     assert code == 1
     assert json.loads(out) == {
-        "in_sync": False,
-        "drift": ["kubepods/memory.max: is max, want 6442450944"],
+        "inSync": False,
+        "drift": [{"cgroup": "kubepods", "file": "memory.max", "is": "max", "want": "6442450944"}],
         "summary": "drift: 1 differences",
     }
 

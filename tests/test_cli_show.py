@@ -70,9 +70,9 @@ def test_sixteen_cpu_node_json(capsys):
     }
     assert (doc["kubeletVersion"], doc["cpuManagerPolicy"]) == ("1.37", "none")
     assert {"resource": "ephemeral-storage", "source": "eviction-hard nodefs.available<10%",
-            "quantity": "10737418400", "lowers": "allocatable"} in doc["breakdown"]  # fmt: skip
+            "quantity": "10737418400", "lowers": ["allocatable"]} in doc["breakdown"]  # fmt: skip
     assert doc["warnings"] == []
-    assert "kube-reserved" not in doc and "system-reserved" not in doc
+    assert "kubeReserved" not in doc and "systemReserved" not in doc
 
 
 def test_sixteen_cpu_node_table_is_kubectl_layout(capsys):
@@ -110,7 +110,7 @@ def test_yaml_output_and_systemd_names(capsys):
     assert code == 0
     doc = yaml.safe_load(out)
     assert doc["kubepods"]["cgroup"] == "/kubepods.slice"
-    assert doc["system-reserved"] == {
+    assert doc["systemReserved"] == {
         "cgroup": "/system.slice",
         "enforced": "full",
         "limits": {"cpu": "1", "memory": "1Gi", "cpuset": "0-7"},
@@ -201,8 +201,8 @@ def test_show_systemd_reserved_names_as_the_kubelet_maps_them(capsys):
         "--enforce", "pods,kube-reserved", "--kube-reserved", "memory=1Gi",
         "--kube-reserved-cgroup", "/kube-reserved.slice",
     )  # fmt: skip
-    assert doc["kube-reserved"]["cgroup"] == "/kube.slice/kube-reserved.slice"
-    assert "alsoLimits" not in doc["kube-reserved"]
+    assert doc["kubeReserved"]["cgroup"] == "/kube.slice/kube-reserved.slice"
+    assert "alsoLimits" not in doc["kubeReserved"]
     assert err.count("\n") == 1 and "/kube.slice/kube-reserved.slice" in err
 
 

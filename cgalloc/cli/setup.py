@@ -16,18 +16,26 @@ import typer
 from cgalloc.apply import Result, TestSwitches, apply, check_managed, converge
 from cgalloc.apply import switches as current_switches
 from cgalloc.cgroupfs import detect
-from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, add_options, node_inputs
+from cgalloc.cli.inputs import (
+    NodeInputs,
+    NodeInputsCommand,
+    add_options,
+    enforcement_warnings,
+    node_inputs,
+)
 from cgalloc.cli.render import OutputFormat, emit, output_option, warn
 from cgalloc.errors import HostError, InputError
 from cgalloc.limits import WEIGHT_FORMULAS
 from cgalloc.ownership import DEFAULT_STATE_DIR, StateDir
-from cgalloc.plan import Plan, node_plan, require_no_refusals
+from cgalloc.plan import Action, Plan, node_plan, require_no_refusals
 from cgalloc.pods import load_pods
 from cgalloc.systemd import (
     SYSTEMD_CONTROLLERS,
     Systemd,
     SystemdUnits,
     cgroup_roles,
+    existing_unit,
+    slice_unit,
     systemd_running,
     use_dbus,
 )
@@ -36,9 +44,16 @@ SETUP_HELP = (
     "Create and enforce the node's cgroup tree: kubepods with the Node Allocatable limits, "
     "the QoS tiers (and pods from --pods), and the kube-reserved / system-reserved cgroups "
     "when enforced. Prints the plan (mkdir, writes old -> new, controllers enabled, processes "
-    "moved) and applies it in a safe order; if any change fails, every change is undone. "
-    "Re-running with the same inputs writes nothing."
+    "moved), then applies it in a safe order, one progress line per change on stderr; if any "
+    "change fails, every change is undone. Re-running with the same inputs writes nothing. "
+    "--capacity plans another node type and is refused without --dry-run."
 )
+CAPACITY_NOT_REAL = (
+    "--capacity plans another node type and must not write real limits: add --dry-run to see "
+    "the plan, or leave --capacity out to enforce this node's own capacity."
+)
+# A terminal shows one redrawn progress line instead of one line per change above this many.
+COMPACT_PROGRESS = 20
 _PANEL = "Tree options"
 PROCS_DO_NOT_PERSIST = (
     "processes moved by --kube-reserved-procs/--system-reserved-procs return to their unit's "
@@ -218,13 +233,83 @@ def tree_options(command: Callable[..., object]) -> Callable[..., object]:
     return add_options(command, "tree", params, lambda values: TreeOptions(**values))
 
 
-def report(doc: dict, lines: list[str], summary: str, output: OutputFormat) -> None:
+def quiet_option() -> typer.models.OptionInfo:
+    return typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="Print nothing on success (for scripts: the exit status tells); warnings and "
+        "errors still go to stderr.",
+    )
+
+
+def report(
+    doc: dict, lines: list[str], summary: str, output: OutputFormat, quiet: bool = False
+) -> None:
     """``doc`` plus its summary as JSON/YAML, or the lines indented above the summary."""
+    if quiet:
+        return
     emit(
         {**doc, "summary": summary},
         output,
         lambda: "\n".join([*(f"  {line}" for line in lines), summary]),
     )
+
+
+def describe(action: Action, root: str, dbus: bool) -> str:
+    """One plan line; with ``dbus``, a slice's mkdir is the unit start systemd makes it by."""
+    unit = slice_unit(action.path) if dbus and action.kind == "mkdir" else None
+    if unit is None:
+        return action.describe(root)
+    return f"start {unit} over D-Bus (systemd makes {action.where(root)})"
+
+
+def progress(plan: Plan, dbus: bool) -> Callable[[Action], None]:
+    """A per-change progress printer on stderr: one line per change, or on a terminal with
+    many changes one line redrawn in place (a newline after the last change)."""
+    import sys
+
+    total = len(plan.actions)
+    compact = total > COMPACT_PROGRESS and sys.stderr.isatty()
+    count = 0
+
+    def done(action: Action) -> None:
+        nonlocal count
+        count += 1
+        line = f"[{count}/{total}] {describe(action, plan.root, dbus)}"
+        if compact:
+            typer.echo(f"\r\033[Kapplying {line}", err=True, nl=count == total)
+        else:
+            typer.echo(line, err=True)
+
+    return done
+
+
+def dbus_report(result: Result, units: SystemdUnits, started: set[str]) -> dict:
+    """What this run did over D-Bus: the transient units it started (``started`` is what the
+    record held before) and the units whose properties it set, with the property names."""
+    written: dict[str, list[str]] = {}
+    for a in result.done:
+        if a.kind == "write":
+            written.setdefault(a.path, [])
+    new = [u for u in units.record.started if u not in started]
+    props = []
+    for path in written:
+        name = existing_unit(path)
+        if name is None or name in units.record.started or name not in units.record.changed:
+            continue
+        names = [prop for prop, _ in units.properties(path)]
+        if names:
+            props.append({"unit": name, "properties": names})
+    return {"unitsStarted": new, "propertiesSet": props}
+
+
+def dbus_lines(doc: dict) -> list[str]:
+    lines = [f"started transient unit {u} over D-Bus" for u in doc["unitsStarted"]]
+    lines += [
+        f"set {', '.join(e['properties'])} on {e['unit']} over D-Bus" for e in doc["propertiesSet"]
+    ]
+    return lines
 
 
 def require_root(switches: TestSwitches) -> None:
@@ -252,20 +337,25 @@ def register(app: typer.Typer) -> None:
             "(the kernel then reclaims or OOM-kills).",
         ),
         output: OutputFormat = output_option(),
+        quiet: bool = quiet_option(),
     ) -> None:
         switches = current_switches()
         cfg = inputs.load_config()
+        # A fake tree (the test suite's) is not this node: planned capacity may go there.
+        if cfg.capacity_overrides and not dry_run and not switches.allow_any_fs:
+            raise InputError(CAPACITY_NOT_REAL)
         dbus = tree.dbus(cfg.cgroup_driver, switches)
         if dry_run:
             p = tree.plan(inputs, switches)
+            warn(enforcement_warnings(cfg))
             count = len(p.actions)
             summary = (
                 "no changes: 0 writes"
                 if not count
                 else f"dry run: {count} changes planned, nothing written"
             )
-            doc = {"dry_run": True, "plan": p.to_json(), "writes": 0}
-            report(doc, p.describe(), summary, output)
+            doc = {"dryRun": True, "plan": p.to_json(), "writes": 0}
+            report(doc, [describe(a, p.root, dbus) for a in p.actions], summary, output, quiet)
             require_no_refusals(p, force)
             return
         require_root(switches)
@@ -275,21 +365,33 @@ def register(app: typer.Typer) -> None:
             check_managed(tree.cgroupfs, record)
             p = tree.plan(inputs, switches)
             require_no_refusals(p, force)
+            warn(enforcement_warnings(cfg))
             units = None
             if dbus:
                 v2 = p.version == "v2"
                 units = SystemdUnits.for_plan(Systemd(), state_dir, p, v2, cgroup_roles(cfg))
-            result: Result = apply(p, state, record, switches=switches, units=units)
+            started = set(units.record.started) if units else set()
+            table = output is OutputFormat.table and not quiet
+            if table and p.actions:
+                # the plan first, so an operator sees what is about to change
+                typer.echo("\n".join(f"  {describe(a, p.root, dbus)}" for a in p.actions))
+            on_done = progress(p, dbus) if table and p.actions else None
+            result: Result = apply(
+                p, state, record, switches=switches, units=units, on_done=on_done
+            )
             # then undo what earlier runs did that these inputs no longer want
             stale = record.stale(p.wanted_dirs, p.wanted_files)
             cleaned = converge(p.root, state, record, stale, switches=switches)
-        doc = {"dry_run": False, "plan": p.to_json(), **result.to_json()}
-        lines = p.describe() + [f"{a.describe(p.root)} (no longer wanted)" for a in cleaned.done]
+        doc = {"dryRun": False, "plan": p.to_json(), **result.to_json()}
+        lines = [f"{a.describe(p.root)} (no longer wanted)" for a in cleaned.done]
         lines += [f"kept {k}" for k in cleaned.kept]
-        doc["no_longer_wanted"] = cleaned.to_json()
+        if units is not None:
+            doc["systemd"] = dbus_report(result, units, started)
+            lines += dbus_lines(doc["systemd"])
+        doc["noLongerWanted"] = cleaned.to_json()
         summary = result.summary()
         if cleaned.done:
             summary += f"; undid {cleaned.writes} changes no longer wanted"
-        report(doc, lines, summary, output)
+        report(doc, lines, summary, output, quiet)
         if cleaned.kept:
             raise typer.Exit(1)

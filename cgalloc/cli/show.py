@@ -10,7 +10,7 @@ import typer
 from cgalloc import tree
 from cgalloc.allocatable import Allocatable, CpuSets, compute, cpu_sets
 from cgalloc.capacity import node_cpus
-from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
+from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, enforcement_warnings, node_inputs
 from cgalloc.cli.render import OutputFormat, aligned, emit, output_option, warn
 from cgalloc.config import NodeConfig
 from cgalloc.limits import format_cpuset
@@ -39,9 +39,9 @@ def _cgroups(cfg: NodeConfig, alloc: Allocatable, sets: CpuSets) -> dict[str, di
             "limits": _with_cpuset(format_list(alloc.kubepods), sets.kubepods),
         }
     }
-    for kind, limits, value in (
-        ("kube-reserved", alloc.kube_reserved, cfg.kube_reserved_cgroup),
-        ("system-reserved", alloc.system_reserved, cfg.system_reserved_cgroup),
+    for kind, key, limits, value in (
+        ("kube-reserved", "kubeReserved", alloc.kube_reserved, cfg.kube_reserved_cgroup),
+        ("system-reserved", "systemReserved", alloc.system_reserved, cfg.system_reserved_cgroup),
     ):
         if limits is None:
             continue
@@ -49,13 +49,13 @@ def _cgroups(cfg: NodeConfig, alloc: Allocatable, sets: CpuSets) -> dict[str, di
         field, driver = tree.RESERVED_FIELDS[kind], cfg.cgroup_driver
         kubelets = tree.reserved_path(value, field, driver, kubelets=True)
         real = tree.reserved_path(value, field, driver)
-        out[kind] = {
+        out[key] = {
             "cgroup": kubelets,
             "enforced": "compressible" if compressible else "full",
             "limits": _with_cpuset(format_list(limits), sets.reserved_cgroups),
         }
         if real != kubelets:
-            out[kind]["alsoLimits"] = real
+            out[key]["alsoLimits"] = real
     return out
 
 
@@ -74,11 +74,16 @@ def result(cfg: NodeConfig, alloc: Allocatable, cpus: frozenset[int]) -> dict:
                 "resource": t.resource,
                 "source": t.source,
                 "quantity": str(t.quantity),
-                "lowers": ", ".join(t.lowers) or "nothing",
+                "lowers": list(t.lowers),
             }
             for t in alloc.breakdown
         ],
-        "warnings": [*alloc.warnings, *tree.naming_notes(cfg), *sets.notes],
+        "warnings": [
+            *alloc.warnings,
+            *tree.naming_notes(cfg),
+            *sets.notes,
+            *enforcement_warnings(cfg),
+        ],
     }
 
 
@@ -114,8 +119,12 @@ def table(doc: dict) -> str:
     lines.append(f"Kubelet matched: {doc['kubeletVersion']}")
     lines.append(f"CPU manager policy: {doc['cpuManagerPolicy']}")
     lines.append(f"Cgroup limits ({doc['cgroupDriver']} driver):")
-    for kind in ("kubepods", "kube-reserved", "system-reserved"):
-        entry = doc.get(kind)
+    for kind, key in (
+        ("kubepods", "kubepods"),
+        ("kube-reserved", "kubeReserved"),
+        ("system-reserved", "systemReserved"),
+    ):
+        entry = doc.get(key)
         if entry is None:
             continue
         name = entry["cgroup"] or "(none: cgroupsPerQOS is false)"
@@ -127,7 +136,8 @@ def table(doc: dict) -> str:
     lines.append("Breakdown:")
     rows = [("  RESOURCE", "SOURCE", "QUANTITY", "LOWERS")]
     rows += [
-        (f"  {t['resource']}", t["source"], t["quantity"], t["lowers"]) for t in doc["breakdown"]
+        (f"  {t['resource']}", t["source"], t["quantity"], ", ".join(t["lowers"]) or "nothing")
+        for t in doc["breakdown"]
     ]
     lines += aligned(rows) if doc["breakdown"] else ["  (nothing reserved)"]
     if doc.get("pods"):
