@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
-from cgalloc.cli.render import OutputFormat, dumps, emit, output_option
+from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, enforcement_warnings, node_inputs
+from cgalloc.cli.render import OutputFormat, dumps, emit, output_option, warn
 from cgalloc.config import DEFAULT_CFS_PERIOD_US, DEFAULT_MAX_PODS, NodeConfig, go_duration
 from cgalloc.limits import format_cpuset
 from cgalloc.tree import naming_notes
@@ -124,6 +124,7 @@ def register(app: typer.Typer) -> None:
     @node_inputs
     def kubelet_config(inputs: NodeInputs, output: OutputFormat = output_option()) -> None:
         cfg = inputs.load_config()
+        warn(enforcement_warnings(cfg))
         doc, flags, notes = fragment(cfg)
         if output is OutputFormat.json:
             emit({"config": doc, "flags": flags, "notes": notes}, output, str)

@@ -23,10 +23,18 @@ from cgalloc.cli.inputs import (
     enforcement_warnings,
     node_inputs,
 )
+from cgalloc.cli.options import (
+    TREE_PANEL,
+    cgroupfs_option,
+    dry_run_option,
+    pods_option,
+    quiet_option,
+    state_dir_option,
+)
 from cgalloc.cli.render import OutputFormat, emit, output_option, warn
 from cgalloc.errors import HostError, InputError
 from cgalloc.limits import WEIGHT_FORMULAS
-from cgalloc.ownership import DEFAULT_STATE_DIR, StateDir
+from cgalloc.ownership import StateDir
 from cgalloc.plan import Action, Plan, node_plan, require_no_refusals
 from cgalloc.pods import load_pods
 from cgalloc.systemd import (
@@ -54,31 +62,10 @@ CAPACITY_NOT_REAL = (
 )
 # A terminal shows one redrawn progress line instead of one line per change above this many.
 COMPACT_PROGRESS = 20
-_PANEL = "Tree options"
 PROCS_DO_NOT_PERSIST = (
     "processes moved by --kube-reserved-procs/--system-reserved-procs return to their unit's "
     "cgroup when they restart; `cgalloc install-unit --daemons` keeps daemons in their slice."
 )
-
-
-def cgroupfs_option() -> typer.models.OptionInfo:
-    return typer.Option(
-        "/sys/fs/cgroup",
-        "--cgroupfs",
-        metavar="PATH",
-        help="Root of the cgroup hierarchy (v2 mount, or the directory holding the v1 mounts).",
-        rich_help_panel=_PANEL,
-    )
-
-
-def state_dir_option() -> typer.models.OptionInfo:
-    return typer.Option(
-        DEFAULT_STATE_DIR,
-        "--state-dir",
-        metavar="DIR",
-        help="Where cgalloc keeps its lock and the record of what it created (for teardown).",
-        rich_help_panel=_PANEL,
-    )
 
 
 @dataclass(frozen=True)
@@ -155,7 +142,7 @@ def _names(values: list[str]) -> list[str]:
 def _keyword(
     name: str, annotation: object, default: object, *decls: str, **kw
 ) -> inspect.Parameter:
-    option = typer.Option(default, *decls, rich_help_panel=_PANEL, **kw)
+    option = typer.Option(default, *decls, rich_help_panel=TREE_PANEL, **kw)
     return inspect.Parameter(
         name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation
     )
@@ -168,10 +155,10 @@ def _procs(role: str) -> inspect.Parameter:
         [],
         f"--{role}-procs",
         metavar="NAME,...",
-        help=f"Move running processes with these names (comm or executable basename) into the "
-        f"{role} cgroup, e.g. kubelet,containerd. Repeatable. A one-off: it does not persist, a "
-        "daemon is back in its unit's cgroup after its next restart; `cgalloc install-unit "
-        "--daemons` keeps it there.",
+        help=f"Processes with these names (comm or executable basename), e.g. "
+        f"kubelet,containerd, belong in the {role} cgroup. Repeatable. Placing a running "
+        "process there is a one-off: a daemon is back in its unit's cgroup after its next "
+        "restart; `cgalloc install-unit --daemons` keeps it there.",
     )
 
 
@@ -181,23 +168,15 @@ def tree_options(command: Callable[..., object]) -> Callable[..., object]:
         inspect.Parameter(
             "cgroupfs", inspect.Parameter.KEYWORD_ONLY, default=cgroupfs_option(), annotation=str
         ),
-        _keyword(
-            "pods",
-            list[str],
-            [],
-            "--pods",
-            metavar="PATH",
-            help="Pods to create pod cgroups for, as the kubelet would: a Pod manifest, a"
-            " multi-document YAML, a List/PodList (kubectl get pods -o json, filtered to this"
-            " node), or a static-pod directory; JSON or YAML. QoS class, shares, quota, memory,"
-            " hugetlb and the burstable tier's shares come from them. Repeatable.",
+        inspect.Parameter(
+            "pods", inspect.Parameter.KEYWORD_ONLY, default=pods_option(), annotation=list[str]
         ),
         _keyword(
             "static_pods",
             bool,
             False,
             "--static-pods",
-            help="Also read the static pods in staticPodPath (--pod-manifest-path).",
+            help="Also the static pods in staticPodPath (--pod-manifest-path).",
         ),
         _keyword(
             "weight_formula",
@@ -213,8 +192,9 @@ def tree_options(command: Callable[..., object]) -> Callable[..., object]:
             bool,
             True,
             "--create-reserved/--no-create-reserved",
-            help="Create missing reserved cgroups (default), or, like the kubelet, require them "
-            "and fail listing the missing paths per controller.",
+            help="Missing reserved cgroups are part of the tree (default); with "
+            "--no-create-reserved they are required, as the kubelet requires them, and a missing "
+            "one fails the command, listing its paths per controller.",
         ),
         _procs("kube-reserved"),
         _procs("system-reserved"),
@@ -224,23 +204,13 @@ def tree_options(command: Callable[..., object]) -> Callable[..., object]:
             "auto",
             "--systemd",
             metavar="auto|yes|no",
-            help="Create the slices as transient systemd units over D-Bus (like the kubelet) and "
-            "set the limits of existing units as unit properties; systemd then manages the "
-            "cpu, cpuset, io, memory and pids controllers. auto = when the cgroup driver is "
+            help="Slices are transient systemd units made over D-Bus (as the kubelet makes "
+            "them) and existing units carry the limits as unit properties; systemd then manages "
+            "the cpu, cpuset, io, memory and pids controllers. auto = when the cgroup driver is "
             "systemd and systemd is PID 1.",
         ),
     ]
     return add_options(command, "tree", params, lambda values: TreeOptions(**values))
-
-
-def quiet_option() -> typer.models.OptionInfo:
-    return typer.Option(
-        False,
-        "--quiet",
-        "-q",
-        help="Print nothing on success (for scripts: the exit status tells); warnings and "
-        "errors still go to stderr.",
-    )
 
 
 def report(
@@ -327,9 +297,7 @@ def register(app: typer.Typer) -> None:
         inputs: NodeInputs,
         tree: TreeOptions,
         state_dir: str = state_dir_option(),
-        dry_run: bool = typer.Option(
-            False, "--dry-run", help="Print the plan and stop; reads only, works unprivileged."
-        ),
+        dry_run: bool = dry_run_option(),
         force: bool = typer.Option(
             False,
             "--force",

@@ -11,6 +11,7 @@ from cgalloc import tree
 from cgalloc.allocatable import Allocatable, CpuSets, compute, cpu_sets
 from cgalloc.capacity import node_cpus
 from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, enforcement_warnings, node_inputs
+from cgalloc.cli.options import pods_option
 from cgalloc.cli.render import OutputFormat, aligned, emit, output_option, warn
 from cgalloc.config import NodeConfig
 from cgalloc.limits import format_cpuset
@@ -159,13 +160,7 @@ def register(app: typer.Typer) -> None:
     def show(
         inputs: NodeInputs,
         output: OutputFormat = output_option(),
-        pods: list[str] = typer.Option(
-            [],
-            "--pods",
-            metavar="PATH",
-            help="Also show these pods' QoS class, cgroup and values (the forms setup --pods"
-            " takes). Repeatable.",
-        ),
+        pods: list[str] = pods_option(),
     ) -> None:
         cfg, capacity = inputs.load()
         alloc = compute(cfg, capacity)

@@ -8,14 +8,9 @@ import typer
 
 from cgalloc.apply import switches as current_switches
 from cgalloc.apply import teardown
+from cgalloc.cli.options import cgroupfs_option, dry_run_option, quiet_option, state_dir_option
 from cgalloc.cli.render import OutputFormat, output_option
-from cgalloc.cli.setup import (
-    cgroupfs_option,
-    quiet_option,
-    report,
-    require_root,
-    state_dir_option,
-)
+from cgalloc.cli.setup import report, require_root
 from cgalloc.ownership import Record, StateDir
 from cgalloc.plan import Action, read_file
 from cgalloc.systemd import UnitRecord
@@ -67,12 +62,7 @@ def register(app: typer.Typer) -> None:
     def teardown_cmd(
         cgroupfs: str = cgroupfs_option(),
         state_dir: str = state_dir_option(),
-        dry_run: bool = typer.Option(
-            False,
-            "--dry-run",
-            help="List what teardown would restore, remove and stop, and stop; reads only, "
-            "works unprivileged.",
-        ),
+        dry_run: bool = dry_run_option(),
         output: OutputFormat = output_option(),
         quiet: bool = quiet_option(),
     ) -> None:

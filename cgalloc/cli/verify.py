@@ -11,14 +11,9 @@ from cgalloc.cli.inputs import (
     NodeInputsCommand,
     node_inputs,
 )
+from cgalloc.cli.options import quiet_option, state_dir_option
 from cgalloc.cli.render import OutputFormat, output_option, warn
-from cgalloc.cli.setup import (
-    TreeOptions,
-    quiet_option,
-    report,
-    state_dir_option,
-    tree_options,
-)
+from cgalloc.cli.setup import TreeOptions, report, tree_options
 from cgalloc.ownership import Record, StateDir
 from cgalloc.plan import Action, Plan, drift, is_cgroup, read_file, same_value, stale_drift
 
