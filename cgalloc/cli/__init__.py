@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("show", "Show this node's Capacity and Allocatable"),
     "stats": ("stats", "Read the usage of this node's cgroup tree"),
     "setup": ("setup", "Create and enforce the node's cgroup tree"),
-    "verify": ("verify", "Check the live cgroup tree against what setup would create"),
+    "verify": ("verify", "Check the live cgroup tree against the one setup makes"),
     "teardown": ("teardown", "Undo what setup recorded in the state directory"),
     "kubelet-config": ("kubelet_config", "Print the KubeletConfiguration fragment (YAML)"),
     "install-unit": (

@@ -121,7 +121,7 @@ _OPTIONS = (
     _Opt(
         "cgroups_per_qos",
         ("--cgroups-per-qos",),
-        "cgroupsPerQOS, default true: create the kubepods/QoS hierarchy. As with the kubelet, a"
+        "cgroupsPerQOS, default true: pods go in the kubepods/QoS hierarchy. As with the kubelet, a"
         " bare --cgroups-per-qos means true; turn it off with --cgroups-per-qos=false.",
         "[=BOOL]",
         False,

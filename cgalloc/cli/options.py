@@ -25,7 +25,7 @@ def state_dir_option() -> typer.models.OptionInfo:
         DEFAULT_STATE_DIR,
         "--state-dir",
         metavar="DIR",
-        help="Where cgalloc keeps its lock and the record of what setup created and changed "
+        help="Where cgalloc keeps its lock and the record of what setup made and changed "
         "(read by verify and teardown).",
         rich_help_panel=TREE_PANEL,
     )

@@ -192,9 +192,9 @@ def tree_options(command: Callable[..., object]) -> Callable[..., object]:
             bool,
             True,
             "--create-reserved/--no-create-reserved",
-            help="Missing reserved cgroups are part of the tree (default); with "
-            "--no-create-reserved they are required, as the kubelet requires them, and a missing "
-            "one fails the command, listing its paths per controller.",
+            help="Missing reserved cgroups are part of the tree (default); with the --no- form "
+            "they are required, as the kubelet requires them, and a missing one fails the "
+            "command, listing its paths per controller.",
         ),
         _procs("kube-reserved"),
         _procs("system-reserved"),

@@ -18,7 +18,7 @@ from cgalloc.ownership import Record, StateDir
 from cgalloc.plan import Action, Plan, drift, is_cgroup, read_file, same_value, stale_drift
 
 VERIFY_HELP = (
-    "Check the live cgroup tree against what setup would create for these inputs: exit 0 when "
+    "Check the live cgroup tree against the one setup makes for these inputs: exit 0 when "
     "it matches, 1 with every difference (missing cgroups, values, controllers, processes). "
     "Also reports what setup changed earlier that these inputs no longer want (from the record "
     "in --state-dir) until setup undoes it. Reads only: it changes nothing and needs no "
