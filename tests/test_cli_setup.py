@@ -154,6 +154,7 @@ def test_kubelet_config_matches_the_inputs(capsys):
         "kubeReserved": {"cpu": "500m", "memory": "1Gi"},
         "systemReserved": {"cpu": "500m", "memory": "1Gi", "pid": "100"},
         "systemReservedCgroup": "/system.slice",
+        "systemCgroups": "/system.slice",  # the enforced system-reserved cgroup setup makes
     }
     assert "#   --system-reserved=cpu=500m,memory=1Gi,pid=100" in out.splitlines()
 
