@@ -118,14 +118,34 @@ def test_yaml_output_and_systemd_names(capsys):
     assert out.index("allocatable:") < out.index("breakdown:") < out.index("capacity:")
 
 
-def test_negative_result_shows_zero_with_warning(capsys):
-    doc, err = show_json(
-        capsys, "--capacity", f"cpu=2,memory=4Gi,{PLAN}", "--kube-reserved", "cpu=3,memory=1Gi"
-    )
+def test_reservation_above_capacity_shows_zero_and_exits_2(capsys):
+    # the kubelet refuses to start: validateNodeAllocatable (pkg/kubelet/cm/
+    # node_container_manager_linux.go) "Expected capacity >= reservation."
+    code, out, err = run(
+        capsys, "show", "-o", "json", "--capacity", f"cpu=2,memory=4Gi,{PLAN}",
+        "--kube-reserved", "cpu=3,memory=1Gi",
+    )  # fmt: skip
+    doc = json.loads(out)
+    assert code == 2
     assert doc["allocatable"]["cpu"] == "0"
     assert doc["kubepods"]["limits"]["cpu"] == "0"
     assert len(doc["warnings"]) == 1 and doc["warnings"][0].startswith("cpu: the reservation of 3")
-    assert err == f"cgalloc: warning: {doc['warnings'][0]}\n"
+    assert err.splitlines() == [
+        f"cgalloc: warning: {doc['warnings'][0]}",
+        'cgalloc: invalid Node Allocatable configuration: Resource "cpu" has a reservation of 3'
+        " but capacity of 2. Expected capacity >= reservation.",
+    ]
+
+
+def test_enforced_empty_reservation_exits_2(capsys):
+    # enforceNodeAllocatableCgroups (pkg/kubelet/cm/node_container_manager_linux.go): an
+    # enforced kube-reserved with a nil kubeReserved fails the kubelet's start
+    code, _, err = run(
+        capsys, "show", "--capacity", f"cpu=2,memory=4Gi,{PLAN}",
+        "--enforce", "pods,kube-reserved", "--kube-reserved-cgroup", "/kube.slice",
+    )  # fmt: skip
+    assert code == 2
+    assert "Failed to enforce Kube Reserved Cgroup Limits on '/kube.slice'" in err
 
 
 def test_config_file_through_cli(capsys, tmp_path):

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import typer
 
 from cgalloc import tree
-from cgalloc.allocatable import Allocatable, CpuSets, compute, cpu_sets
+from cgalloc.allocatable import Allocatable, CpuSets, check_enforceable, compute, cpu_sets
 from cgalloc.capacity import node_cpus
 from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, enforcement_warnings, node_inputs
 from cgalloc.cli.options import pods_option
@@ -23,7 +23,10 @@ SHOW_HELP = (
     "Show this node's Capacity and Allocatable (as `kubectl describe node` prints them, pods"
     " included), the kubelet version matched, the CPU manager policy in effect, the kubepods"
     " and reserved-cgroup limits enforcing them would write (cpuset included), and what every"
-    " reservation and eviction threshold took. Reads no cgroup and needs no privileges."
+    " reservation and eviction threshold took. Reads no cgroup and needs no privileges. Exit "
+    "status 2 when the kubelet would refuse the configuration, by its validation or its "
+    "start-up checks (a reservation above capacity, an enforced reservation left empty): "
+    "the figures are still printed, the reason goes to stderr."
 )
 
 
@@ -170,3 +173,6 @@ def register(app: typer.Typer) -> None:
             doc["pods"] = pods_doc(cfg, pod_cgroups(load_pods(pods), cfg, cgroup_v2=False))
         warn(doc["warnings"])
         emit(doc, output, lambda: table(doc))
+        # validateNodeAllocatable / enforceNodeAllocatableCgroups (pkg/kubelet/cm): the kubelet
+        # would not start with it
+        check_enforceable(alloc)
