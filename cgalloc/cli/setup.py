@@ -360,6 +360,6 @@ def register(app: typer.Typer) -> None:
         summary = result.summary()
         if cleaned.done:
             summary += f"; undid {cleaned.writes} changes no longer wanted"
-        report(doc, lines, summary, output, quiet)
+        report(doc, lines, summary, output, quiet and not cleaned.kept)  # kept: a failure
         if cleaned.kept:
             raise typer.Exit(1)
