@@ -42,11 +42,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import fakecgroup
 
 import cgalloc.apply
+import cgalloc.cli.inputs
 from bench import results
 from bench.trees import build_c
 from cgalloc.apply import TestSwitches
 from cgalloc.cgroupfs import detect
 from cgalloc.cli import main
+from cgalloc.config import load_node_config
 from cgalloc.plan import hierarchy_mounts
 
 PODS = int(os.environ.get("CGALLOC_BENCH_PODS", "1000"))
@@ -132,7 +134,9 @@ class Node:
         else:
             self.root = fakecgroup.make_tree(self.base, "v2")
             tree = ["--cgroupfs", str(self.root), "--system-reserved-cgroup", "/system.slice"]
-        self.args = [*NODE, *tree, "--pods", str(_pods_file(self.base))]
+        # setup refuses --capacity on the real cgroupfs: _env stands in for the capacity there
+        node = NODE[2:] if REAL else NODE
+        self.args = [*node, *tree, "--pods", str(_pods_file(self.base))]
         self.args += ["--state-dir", str(self.base / "state")]
 
     def cgalloc(self, *extra: str) -> dict:
@@ -209,8 +213,14 @@ class Node:
 @pytest.fixture(scope="module", autouse=True)
 def _env():
     saved = cgalloc.apply.SWITCHES
+    read = cgalloc.cli.inputs.read_capacity
+    if REAL:
+        # the planned node of NODE's --capacity (as tests/kernel/planned.py gives the VM tests)
+        planned = load_node_config({"capacity": [NODE[1]]}).capacity_overrides
+        cgalloc.cli.inputs.read_capacity = lambda root_dir: {**read(root_dir), **planned}
     yield
     cgalloc.apply.SWITCHES = saved
+    cgalloc.cli.inputs.read_capacity = read
     if RESULTS:
         where = "real cgroupfs" if REAL else "fake v2 tree"
         results.SECTIONS.append((f"setup of a tree with {PODS} pod cgroups ({where})", table()))

@@ -186,6 +186,7 @@ def apply(
     roots: Roots | None = None,
     switches: TestSwitches = TestSwitches(),
     units: SystemdUnits | None = None,
+    on_done: Callable[[Action], None] | None = None,
 ) -> Result:
     """Make every action of ``plan``; on the first failure undo them all and raise.
 
@@ -222,6 +223,8 @@ def apply(
         if a.kind == "mkdir":
             created.add((a.mount, a.path))
         result.done.append(a)
+        if on_done is not None:  # progress for the command line
+            on_done(a)
     try:
         state.save(_fold(record, result.done))
     except OSError as exc:

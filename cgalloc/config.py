@@ -107,6 +107,10 @@ class NodeConfig:
     cpu_manager_policy: str = "none"
     cpu_manager_policy_options: dict[str, str] = field(default_factory=dict)
     kubelet_version: str = DEFAULT_KUBELET_VERSION
+    # where the kubelet, the runtime and the other system daemons run (kubeletCgroups, ...)
+    kubelet_cgroups: str = ""
+    runtime_cgroups: str = ""
+    system_cgroups: str = ""
 
     @property
     def strict_cpu_reservation(self) -> bool:
@@ -131,6 +135,7 @@ class Field:
         return f"{self.config} (--{self.flag})" if self.config else f"--{self.flag}"
 
 
+DAEMON_CGROUP_FORM = "an absolute cgroupfs path such as /kube.slice/kubelet.service"
 _RESERVED_FORM = "name=quantity pairs separated by commas, such as cpu=500m,memory=1Gi,pid=1000"
 FIELDS = (
     Field("kubeReserved", "kube-reserved", "map", _RESERVED_FORM),
@@ -150,6 +155,11 @@ FIELDS = (
         " kube-reserved, kube-reserved-compressible, or none",
     ),
     Field("kubeReservedCgroup", "kube-reserved-cgroup", "str", "an absolute cgroup name"),
+    # The daemons' own cgroups (cmd/kubelet/app/options): literal cgroupfs paths whatever the
+    # driver, as the kubelet's newSystemCgroups (pkg/kubelet/cm) opens them.
+    Field("kubeletCgroups", "kubelet-cgroups", "str", DAEMON_CGROUP_FORM),
+    Field("runtimeCgroups", "runtime-cgroups", "str", DAEMON_CGROUP_FORM),
+    Field("systemCgroups", "system-cgroups", "str", DAEMON_CGROUP_FORM + ", not /"),
     Field("systemReservedCgroup", "system-reserved-cgroup", "str", "an absolute cgroup name"),
     Field("cgroupsPerQOS", "cgroups-per-qos", "bool", "true or false"),
     Field("cgroupDriver", "cgroup-driver", "str", "cgroupfs or systemd"),
@@ -197,6 +207,9 @@ DEFAULTS: dict[str, object] = {
     "eviction-hard": dict(DEFAULT_EVICTION_HARD),
     "enforce-node-allocatable": ["pods"],
     "kube-reserved-cgroup": "",
+    "kubelet-cgroups": "",
+    "runtime-cgroups": "",
+    "system-cgroups": "",
     "system-reserved-cgroup": "",
     "cgroups-per-qos": True,
     "cgroup-driver": "cgroupfs",
@@ -745,11 +758,23 @@ def _strings(values: Mapping[str, object], problems: list[str]) -> None:
     # such as "kubelet" as "/kubelet"; root-dir must be absolute, and so must a reserved cgroup
     # under the cgroupfs driver (with systemd it may be a bare slice name such as system.slice).
     reserved = ("kube-reserved-cgroup", "system-reserved-cgroup") if driver != "systemd" else ()
-    for flag in ("root-dir", *reserved):
+    daemons = ("kubelet-cgroups", "runtime-cgroups", "system-cgroups")
+    for flag in ("root-dir", *reserved, *daemons):
         f = BY_FLAG[flag]
         text = str(values[flag])
         if text and not text.startswith("/"):
             problems.append(f"{f.label}: {quote(text)} is not absolute; use {f.form}.")
+    system = BY_FLAG["system-cgroups"]
+    if values["system-cgroups"] == "/":
+        # pkg/kubelet/cm setupNode: "system container cannot be root ("/")"
+        problems.append(
+            f"{system.label}: the system container cannot be the root; use {system.form}."
+        )
+    elif values["system-cgroups"] and not values["cgroup-root"]:
+        # ValidateKubeletConfiguration
+        problems.append(
+            f"{system.label} was specified and {BY_FLAG['cgroup-root'].label} was not specified."
+        )
     pids = values["pod-max-pids"]
     if isinstance(pids, int) and pids < -1:
         f = BY_FLAG["pod-max-pids"]
@@ -945,6 +970,9 @@ def build(
         cpu_manager_policy=policy,
         cpu_manager_policy_options=options,
         kubelet_version=normalise(str(values["kubelet-version"])) or DEFAULT_KUBELET_VERSION,
+        kubelet_cgroups=str(values["kubelet-cgroups"]),
+        runtime_cgroups=str(values["runtime-cgroups"]),
+        system_cgroups=str(values["system-cgroups"]),
     )
 
 

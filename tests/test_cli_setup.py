@@ -85,8 +85,8 @@ def test_verify_reports_drift_with_exit_1(tree, tmp_path, capsys):
     code, out, _ = run(capsys, "verify", *NODE, "--cgroupfs", str(tree), "-o", "json")
     assert code == 1
     assert json.loads(out) == {
-        "in_sync": False,
-        "drift": ["kubepods/memory.max: is max, want 6442450944"],
+        "inSync": False,
+        "drift": [{"cgroup": "kubepods", "file": "memory.max", "is": "max", "want": "6442450944"}],
         "summary": "drift: 1 differences",
     }
 
@@ -154,6 +154,7 @@ def test_kubelet_config_matches_the_inputs(capsys):
         "kubeReserved": {"cpu": "500m", "memory": "1Gi"},
         "systemReserved": {"cpu": "500m", "memory": "1Gi", "pid": "100"},
         "systemReservedCgroup": "/system.slice",
+        "systemCgroups": "/system.slice",  # the enforced system-reserved cgroup setup makes
     }
     assert "#   --system-reserved=cpu=500m,memory=1Gi,pid=100" in out.splitlines()
 

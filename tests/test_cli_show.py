@@ -70,9 +70,9 @@ def test_sixteen_cpu_node_json(capsys):
     }
     assert (doc["kubeletVersion"], doc["cpuManagerPolicy"]) == ("1.37", "none")
     assert {"resource": "ephemeral-storage", "source": "eviction-hard nodefs.available<10%",
-            "quantity": "10737418400", "lowers": "allocatable"} in doc["breakdown"]  # fmt: skip
+            "quantity": "10737418400", "lowers": ["allocatable"]} in doc["breakdown"]  # fmt: skip
     assert doc["warnings"] == []
-    assert "kube-reserved" not in doc and "system-reserved" not in doc
+    assert "kubeReserved" not in doc and "systemReserved" not in doc
 
 
 def test_sixteen_cpu_node_table_is_kubectl_layout(capsys):
@@ -110,7 +110,7 @@ def test_yaml_output_and_systemd_names(capsys):
     assert code == 0
     doc = yaml.safe_load(out)
     assert doc["kubepods"]["cgroup"] == "/kubepods.slice"
-    assert doc["system-reserved"] == {
+    assert doc["systemReserved"] == {
         "cgroup": "/system.slice",
         "enforced": "full",
         "limits": {"cpu": "1", "memory": "1Gi", "cpuset": "0-7"},
@@ -118,14 +118,34 @@ def test_yaml_output_and_systemd_names(capsys):
     assert out.index("allocatable:") < out.index("breakdown:") < out.index("capacity:")
 
 
-def test_negative_result_shows_zero_with_warning(capsys):
-    doc, err = show_json(
-        capsys, "--capacity", f"cpu=2,memory=4Gi,{PLAN}", "--kube-reserved", "cpu=3,memory=1Gi"
-    )
+def test_reservation_above_capacity_shows_zero_and_exits_2(capsys):
+    # the kubelet refuses to start: validateNodeAllocatable (pkg/kubelet/cm/
+    # node_container_manager_linux.go) "Expected capacity >= reservation."
+    code, out, err = run(
+        capsys, "show", "-o", "json", "--capacity", f"cpu=2,memory=4Gi,{PLAN}",
+        "--kube-reserved", "cpu=3,memory=1Gi",
+    )  # fmt: skip
+    doc = json.loads(out)
+    assert code == 2
     assert doc["allocatable"]["cpu"] == "0"
     assert doc["kubepods"]["limits"]["cpu"] == "0"
     assert len(doc["warnings"]) == 1 and doc["warnings"][0].startswith("cpu: the reservation of 3")
-    assert err == f"cgalloc: warning: {doc['warnings'][0]}\n"
+    assert err.splitlines() == [
+        f"cgalloc: warning: {doc['warnings'][0]}",
+        'cgalloc: invalid Node Allocatable configuration: Resource "cpu" has a reservation of 3'
+        " but capacity of 2. Expected capacity >= reservation.",
+    ]
+
+
+def test_enforced_empty_reservation_exits_2(capsys):
+    # enforceNodeAllocatableCgroups (pkg/kubelet/cm/node_container_manager_linux.go): an
+    # enforced kube-reserved with a nil kubeReserved fails the kubelet's start
+    code, _, err = run(
+        capsys, "show", "--capacity", f"cpu=2,memory=4Gi,{PLAN}",
+        "--enforce", "pods,kube-reserved", "--kube-reserved-cgroup", "/kube.slice",
+    )  # fmt: skip
+    assert code == 2
+    assert "Failed to enforce Kube Reserved Cgroup Limits on '/kube.slice'" in err
 
 
 def test_config_file_through_cli(capsys, tmp_path):
@@ -201,8 +221,8 @@ def test_show_systemd_reserved_names_as_the_kubelet_maps_them(capsys):
         "--enforce", "pods,kube-reserved", "--kube-reserved", "memory=1Gi",
         "--kube-reserved-cgroup", "/kube-reserved.slice",
     )  # fmt: skip
-    assert doc["kube-reserved"]["cgroup"] == "/kube.slice/kube-reserved.slice"
-    assert "alsoLimits" not in doc["kube-reserved"]
+    assert doc["kubeReserved"]["cgroup"] == "/kube.slice/kube-reserved.slice"
+    assert "alsoLimits" not in doc["kubeReserved"]
     assert err.count("\n") == 1 and "/kube.slice/kube-reserved.slice" in err
 
 

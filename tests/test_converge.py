@@ -43,12 +43,16 @@ def test_dropping_enforcement_restores_the_original_values(tree, tmp_path, capsy
     assert code == 1
     # cpuset and hugetlb appeared when setup enabled them in the root's subtree_control: their
     # "before" is the kernel's default for a freshly enabled controller
+    # (drift as objects: want is the value setup restores)
     assert json.loads(out)["drift"] == [
-        "system.slice/cpu.weight: is 20, no longer wanted; setup restores '100'",
-        "system.slice/cpuset.cpus: is 0-3, no longer wanted; setup restores ''",
-        "system.slice/hugetlb.1GB.max: is 0, no longer wanted; setup restores 'max'",
-        "system.slice/hugetlb.2MB.max: is 0, no longer wanted; setup restores 'max'",
-        "system.slice/memory.max: is 1073741824, no longer wanted; setup restores 'max'",
+        {"cgroup": "system.slice", "file": f, "is": v, "want": w}
+        for f, v, w in (
+            ("cpu.weight", "20", "100"),
+            ("cpuset.cpus", "0-3", ""),
+            ("hugetlb.1GB.max", "0", "max"),
+            ("hugetlb.2MB.max", "0", "max"),
+            ("memory.max", "1073741824", "max"),
+        )
     ]
     code, out, err = _run(capsys, tree, tmp_path, "setup")
     assert code == 0, err

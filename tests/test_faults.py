@@ -15,6 +15,7 @@ from fakecgroup import KERNEL, fake_hierarchy, snapshot
 
 from cgalloc import core, plan
 from cgalloc.apply import Roots, TestSwitches, apply
+from cgalloc.cli.inputs import SYSTEM_RESERVED_RISK
 from cgalloc.errors import CgallocError
 from cgalloc.limits import Limits
 from cgalloc.ownership import StateDir
@@ -133,8 +134,13 @@ def _start_paused(base: Path, after: int) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
-    line = proc.stderr.readline()
-    assert line.strip() == f"cgalloc: test pause after {after} changes", line
+    # before the pause: the system-reserved warning, then one progress line per change made
+    lines = [proc.stderr.readline().rstrip("\n") for _ in range(after + 2)]
+    assert lines[0] == f"cgalloc: warning: {SYSTEM_RESERVED_RISK}", lines
+    assert [line.split("]")[0] for line in lines[1:-1]] == [
+        f"[{i}/{lines[1].split('/')[1].split(']')[0]}" for i in range(1, after + 1)
+    ], lines
+    assert lines[-1] == f"cgalloc: test pause after {after} changes", lines
     return proc
 
 

@@ -11,6 +11,7 @@ from clirun import run_cli
 from fakecgroup import snapshot
 from test_cli_setup import NODE, fake_tree, where
 
+from cgalloc.cli.inputs import SYSTEM_RESERVED_RISK
 from cgalloc.errors import InputError
 from cgalloc.pods import load_pods
 
@@ -157,7 +158,7 @@ def dry_run(capsys, tree, tmp_path, *extra) -> list[str]:
     code, out, err = run_cli(
         capsys, "setup", *NODE, *where(tree, tmp_path), "--dry-run", "--pods", str(SHAPES), *extra
     )
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, f"cgalloc: warning: {SYSTEM_RESERVED_RISK}\n")
     return out.splitlines()
 
 

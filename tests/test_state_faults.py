@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from clirun import run_cli
 from fakecgroup import KERNEL, fake_hierarchy, make_tree, snapshot, use_fake_tree
 
 import cgalloc.ownership
+from cgalloc.cli.inputs import SYSTEM_RESERVED_RISK
 
 NODE = [
     "--capacity",
@@ -78,7 +80,9 @@ def test_state_dir_failing_at_every_position_restores_the_tree(
     use_fake_tree(monkeypatch, clean)
     counter = FaultyOs(0, 0)
     code, _, err = _setup(capsys, root, clean, monkeypatch, counter)
-    assert (code, err) == (0, "")
+    # stderr: the system-reserved warning, then one progress line per change
+    assert code == 0 and err.startswith(f"cgalloc: warning: {SYSTEM_RESERVED_RISK}\n"), err
+    assert all(re.match(r"\[\d+/\d+\] ", line) for line in err.splitlines()[1:]), err
     positions = counter.calls
     assert positions >= 8  # journal open/write/fsync + dir fsync, record tmp/replace + dir fsync
     with capsys.disabled():
@@ -91,7 +95,9 @@ def test_state_dir_failing_at_every_position_restores_the_tree(
         code, _, err = _setup(capsys, root, base, monkeypatch, FaultyOs(n, FAULTS[n % 3]))
         reason = os.strerror(FAULTS[n % 3])
         assert code == 1, (n, err)
-        assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+        # one error sentence after the warning and the progress lines of the changes undone
+        errors = [x for x in err.splitlines()[1:] if not re.match(r"\[\d+/\d+\] ", x)]
+        assert len(errors) == 1 and "Traceback" not in err, err
         assert reason in err
         assert err.rstrip().endswith(("nothing was changed.", "the node is as it was.")), err
         assert snapshot(root) == before, f"tree differs after state-dir fault {n}"

@@ -26,14 +26,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("show", "Show this node's Capacity and Allocatable"),
     "stats": ("stats", "Read the usage of this node's cgroup tree"),
     "setup": ("setup", "Create and enforce the node's cgroup tree"),
-    "verify": ("verify", "Check the live cgroup tree against what setup would create"),
+    "verify": ("verify", "Check the live cgroup tree against the one setup makes"),
     "teardown": ("teardown", "Undo what setup recorded in the state directory"),
     "kubelet-config": ("kubelet_config", "Print the KubeletConfiguration fragment (YAML)"),
     "install-unit": (
         "install_unit",
         "Install cgalloc-setup.service, which runs `cgalloc setup` at boot",
     ),
+    "completion": ("completion", "Print the shell completion script for bash, zsh or fish"),
 }
+# What the completion scripts set when a shell asks cgalloc for completions (typer's
+# _{PROG}_COMPLETE, for both --install-completion and `cgalloc completion`).
+COMPLETE_VAR = "_CGALLOC_COMPLETE"
 
 
 class _Commands(dict):
@@ -143,7 +147,14 @@ class LazyGroup(TyperGroup):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.commands = _Commands(self.commands)
-        _plain_coercion(self)
+        self._coerced = False
+
+    def make_context(self, *args, **kwargs):
+        # typer adds the completion options after __init__: convert them too, once
+        if not self._coerced:
+            self._coerced = True
+            _plain_coercion(self)
+        return super().make_context(*args, **kwargs)
 
     def list_commands(self, ctx) -> list[str]:
         return list(COMMANDS)
@@ -168,7 +179,7 @@ app = typer.Typer(
         "create and enforce the kubepods / QoS / reserved cgroup tree, and read its usage."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # typer imports its completion code anyway: the options cost nothing
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: rich truncates the long kubelet flag names at 80 columns
     context_settings={"help_option_names": ["-h", "--help"]},

@@ -121,7 +121,7 @@ _OPTIONS = (
     _Opt(
         "cgroups_per_qos",
         ("--cgroups-per-qos",),
-        "cgroupsPerQOS, default true: create the kubepods/QoS hierarchy. As with the kubelet, a"
+        "cgroupsPerQOS, default true: pods go in the kubepods/QoS hierarchy. As with the kubelet, a"
         " bare --cgroups-per-qos means true; turn it off with --cgroups-per-qos=false.",
         "[=BOOL]",
         False,
@@ -401,3 +401,19 @@ def node_inputs_from(values: dict[str, Any]) -> NodeInputs:
 def node_inputs(command: Callable[..., object]) -> Callable[..., object]:
     """Give a typer command the shared node-input options as one ``inputs: NodeInputs``."""
     return add_options(command, "inputs", [_parameter(opt) for opt in _OPTIONS], node_inputs_from)
+
+
+SYSTEM_RESERVED_RISK = (
+    "enforcing system-reserved can CPU-starve or OOM-kill critical system services; enforce it "
+    "only on nodes profiled exhaustively, and be ready to recover from an OOM kill in that "
+    "cgroup (Kubernetes' Reserve Compute Resources for System Daemons)."
+)
+CAPACITY_IS_PLANNED = (
+    "--capacity plans another node type: this compares the live tree with that node's limits, "
+    "not with this node's."
+)
+
+
+def enforcement_warnings(cfg: NodeConfig) -> list[str]:
+    """Warnings the Kubernetes documentation gives for what ``cfg`` enforces."""
+    return [SYSTEM_RESERVED_RISK] if "system-reserved" in cfg.enforce_node_allocatable else []

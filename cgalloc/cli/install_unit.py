@@ -22,6 +22,7 @@ from cgalloc.bootunit import (
     uninstall_changes,
 )
 from cgalloc.cli.inputs import node_inputs_from
+from cgalloc.cli.options import dry_run_option, quiet_option
 from cgalloc.errors import HostError, InputError
 from cgalloc.systemd import systemd_running
 
@@ -96,14 +97,13 @@ def register(app: typer.Typer) -> None:
             metavar="DIR",
             help="Write below DIR instead of / (an image being built); systemd is not told.",
         ),
-        dry_run: bool = typer.Option(
-            False, "--dry-run", help="Print the files that would change and their content."
-        ),
+        dry_run: bool = dry_run_option(),
         uninstall: bool = typer.Option(
             False,
             "--uninstall",
             help="Remove the unit, its enable link and cgalloc's drop-ins instead.",
         ),
+        quiet: bool = quiet_option(),
     ) -> None:
         base = Path(root)
         if not base.is_dir():
@@ -123,9 +123,11 @@ def register(app: typer.Typer) -> None:
             dropins = {d: daemon_slice(cfg, d) for d in _daemon_names(daemons)}
             command = [sys.executable, "-m", "cgalloc"]
             changes = install_changes(base, command, args, dropins)
-        _show(changes, dry_run)
+        if not quiet:
+            _show(changes, dry_run)
         if dry_run:
-            typer.echo(f"dry run: {len(changes)} files would change, nothing written")
+            if not quiet:
+                typer.echo(f"dry run: {len(changes)} files would change, nothing written")
             return
         if changes and base == Path("/") and os.geteuid() != 0:
             raise HostError("installing the unit needs root; --dry-run shows the files.")
@@ -139,4 +141,5 @@ def register(app: typer.Typer) -> None:
             summary = f"removed {len(changes)} files; /{CONFIG_FILE} kept"
         else:
             summary = f"{UNIT_NAME} installed and enabled: {len(changes)} files changed"
-        typer.echo(summary)
+        if not quiet:
+            typer.echo(summary)

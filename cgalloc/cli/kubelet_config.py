@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
-from cgalloc.cli.render import OutputFormat, dumps, emit, output_option
-from cgalloc.config import DEFAULT_CFS_PERIOD_US, DEFAULT_MAX_PODS, NodeConfig, go_duration
+from cgalloc import tree
+from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, enforcement_warnings, node_inputs
+from cgalloc.cli.render import OutputFormat, dumps, emit, output_option, warn
+from cgalloc.config import (
+    BY_CONFIG,
+    DEFAULT_CFS_PERIOD_US,
+    DEFAULT_MAX_PODS,
+    NodeConfig,
+    go_duration,
+)
 from cgalloc.limits import format_cpuset
-from cgalloc.tree import naming_notes
 
 HELP = (
     "Print the KubeletConfiguration fragment (YAML) and the equivalent kubelet flags for these "
@@ -18,6 +24,49 @@ HELP = (
 
 def _resources(rl) -> dict[str, str]:
     return {name: str(q) for name, q in sorted(rl.items())}
+
+
+def _enforced(cfg: NodeConfig, role: str) -> bool:
+    return any(e in cfg.enforce_node_allocatable for e in (role, f"{role}-compressible"))
+
+
+def daemon_cgroups(cfg: NodeConfig) -> dict[str, str]:
+    """kubeletCgroups, runtimeCgroups and systemCgroups for the cgroups setup makes.
+
+    The kubelet opens these as literal cgroupfs paths under either driver (newSystemCgroups in
+    pkg/kubelet/cm), moves itself into kubeletCgroups and the root cgroup's processes (but
+    pid 1 and kernel threads) into systemCgroups. Under cgroupfs the daemons are in the
+    kube-reserved cgroup itself (``--kube-reserved-procs``); under systemd each unit is in the
+    kube-reserved slice (``install-unit --daemons``), so its cgroup is ``<slice path>/<unit>``.
+    Only the reserved cgroups setup makes (enforced ones) are used; values given in the inputs
+    are kept.
+    """
+    out: dict[str, str] = {}
+    driver = cfg.cgroup_driver
+    if _enforced(cfg, "kube-reserved") and cfg.kube_reserved_cgroup:
+        kube = tree.reserved_path(cfg.kube_reserved_cgroup, "--kube-reserved-cgroup", driver)
+        if driver != "systemd":
+            out["kubeletCgroups"] = out["runtimeCgroups"] = kube
+        else:
+            from cgalloc.bootunit import DAEMON_UNITS  # imports D-Bus code: this driver only
+
+            if kube.endswith(".slice"):
+                out["kubeletCgroups"] = f"{kube}/{DAEMON_UNITS['kubelet']}"
+                out["runtimeCgroups"] = f"{kube}/{DAEMON_UNITS['containerd']}"
+            elif kube.endswith("/" + DAEMON_UNITS["kubelet"]):
+                out["kubeletCgroups"] = kube  # the reservation is the kubelet's own unit
+    if _enforced(cfg, "system-reserved") and cfg.system_reserved_cgroup:
+        system = tree.reserved_path(cfg.system_reserved_cgroup, "--system-reserved-cgroup", driver)
+        if system != "/":
+            out["systemCgroups"] = system
+    for key, given in (
+        ("kubeletCgroups", cfg.kubelet_cgroups),
+        ("runtimeCgroups", cfg.runtime_cgroups),
+        ("systemCgroups", cfg.system_cgroups),
+    ):
+        if given:
+            out[key] = given
+    return dict(sorted(out.items()))
 
 
 def fragment(cfg: NodeConfig) -> tuple[dict, list[str], list[str]]:
@@ -45,7 +94,7 @@ def fragment(cfg: NodeConfig) -> tuple[dict, list[str], list[str]]:
         f"--enforce-node-allocatable={','.join(enforce)}",
         "--eviction-hard=" + ",".join(str(t) for _, t in sorted(cfg.eviction_hard.items())),
     ]
-    notes: list[str] = list(naming_notes(cfg))
+    notes: list[str] = list(tree.naming_notes(cfg))
     for key, flag, rl in (
         ("kubeReserved", "kube-reserved", cfg.kube_reserved),
         ("systemReserved", "system-reserved", cfg.system_reserved),
@@ -61,6 +110,20 @@ def fragment(cfg: NodeConfig) -> tuple[dict, list[str], list[str]]:
             continue
         doc[key] = value
         flags.append(f"--{flag}={value}")
+    daemons = daemon_cgroups(cfg)
+    for key, value in daemons.items():
+        doc[key] = value
+        flags.append(f"--{BY_CONFIG[key].flag}={value}")
+    if "runtimeCgroups" in daemons and cfg.cgroup_driver == "systemd" and not cfg.runtime_cgroups:
+        notes.append(
+            "runtimeCgroups names containerd's unit; with CRI-O use "
+            f"{daemons['runtimeCgroups'].rsplit('/', 1)[0]}/crio.service."
+        )
+    if "systemCgroups" in daemons:
+        notes.append(
+            "with systemCgroups the kubelet moves every process of the root cgroup (but pid 1 "
+            "and kernel threads) into it."
+        )
     if cfg.reserved_cpus:
         doc["reservedSystemCPUs"] = format_cpuset(cfg.reserved_cpus)
         flags.append(f"--reserved-cpus={doc['reservedSystemCPUs']}")
@@ -124,6 +187,7 @@ def register(app: typer.Typer) -> None:
     @node_inputs
     def kubelet_config(inputs: NodeInputs, output: OutputFormat = output_option()) -> None:
         cfg = inputs.load_config()
+        warn(enforcement_warnings(cfg))
         doc, flags, notes = fragment(cfg)
         if output is OutputFormat.json:
             emit({"config": doc, "flags": flags, "notes": notes}, output, str)

@@ -24,12 +24,26 @@ from cgalloc.apply import (
 )
 from cgalloc.apply import switches as current_switches
 from cgalloc.cgroupfs import detect
-from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, add_options, node_inputs
+from cgalloc.cli.inputs import (
+    NodeInputs,
+    NodeInputsCommand,
+    add_options,
+    enforcement_warnings,
+    node_inputs,
+)
+from cgalloc.cli.options import (
+    TREE_PANEL,
+    cgroupfs_option,
+    dry_run_option,
+    pods_option,
+    quiet_option,
+    state_dir_option,
+)
 from cgalloc.cli.render import OutputFormat, emit, output_option, warn
 from cgalloc.errors import HostError, InputError
 from cgalloc.limits import WEIGHT_FORMULAS
-from cgalloc.ownership import DEFAULT_STATE_DIR, StateDir
-from cgalloc.plan import Plan, node_plan, require_no_refusals
+from cgalloc.ownership import StateDir
+from cgalloc.plan import Action, Plan, node_plan, require_no_refusals
 from cgalloc.pods import load_pods
 from cgalloc.systemd import (
     SYSTEMD_CONTROLLERS,
@@ -37,6 +51,8 @@ from cgalloc.systemd import (
     SystemdUnits,
     UnitRecord,
     cgroup_roles,
+    existing_unit,
+    slice_unit,
     systemd_running,
     use_dbus,
 )
@@ -45,34 +61,20 @@ SETUP_HELP = (
     "Create and enforce the node's cgroup tree: kubepods with the Node Allocatable limits, "
     "the QoS tiers (and pods from --pods), and the kube-reserved / system-reserved cgroups "
     "when enforced. Prints the plan (mkdir, writes old -> new, controllers enabled, processes "
-    "moved) and applies it in a safe order; if any change fails, every change is undone. "
-    "Re-running with the same inputs writes nothing."
+    "moved), then applies it in a safe order, one progress line per change on stderr; if any "
+    "change fails, every change is undone. Re-running with the same inputs writes nothing. "
+    "--capacity plans another node type and is refused without --dry-run."
 )
-_PANEL = "Tree options"
+CAPACITY_NOT_REAL = (
+    "--capacity plans another node type and must not write real limits: add --dry-run to see "
+    "the plan, or leave --capacity out to enforce this node's own capacity."
+)
+# A terminal shows one redrawn progress line instead of one line per change above this many.
+COMPACT_PROGRESS = 20
 PROCS_DO_NOT_PERSIST = (
     "processes moved by --kube-reserved-procs/--system-reserved-procs return to their unit's "
     "cgroup when they restart; `cgalloc install-unit --daemons` keeps daemons in their slice."
 )
-
-
-def cgroupfs_option() -> typer.models.OptionInfo:
-    return typer.Option(
-        "/sys/fs/cgroup",
-        "--cgroupfs",
-        metavar="PATH",
-        help="Root of the cgroup hierarchy (v2 mount, or the directory holding the v1 mounts).",
-        rich_help_panel=_PANEL,
-    )
-
-
-def state_dir_option() -> typer.models.OptionInfo:
-    return typer.Option(
-        DEFAULT_STATE_DIR,
-        "--state-dir",
-        metavar="DIR",
-        help="Where cgalloc keeps its lock and the record of what it created (for teardown).",
-        rich_help_panel=_PANEL,
-    )
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,7 @@ def _names(values: list[str]) -> list[str]:
 def _keyword(
     name: str, annotation: object, default: object, *decls: str, **kw
 ) -> inspect.Parameter:
-    option = typer.Option(default, *decls, rich_help_panel=_PANEL, **kw)
+    option = typer.Option(default, *decls, rich_help_panel=TREE_PANEL, **kw)
     return inspect.Parameter(
         name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation
     )
@@ -162,10 +164,10 @@ def _procs(role: str) -> inspect.Parameter:
         [],
         f"--{role}-procs",
         metavar="NAME,...",
-        help=f"Move running processes with these names (comm or executable basename) into the "
-        f"{role} cgroup, e.g. kubelet,containerd. Repeatable. A one-off: it does not persist, a "
-        "daemon is back in its unit's cgroup after its next restart; `cgalloc install-unit "
-        "--daemons` keeps it there.",
+        help=f"Processes with these names (comm or executable basename), e.g. "
+        f"kubelet,containerd, belong in the {role} cgroup. Repeatable. Placing a running "
+        "process there is a one-off: a daemon is back in its unit's cgroup after its next "
+        "restart; `cgalloc install-unit --daemons` keeps it there.",
     )
 
 
@@ -175,23 +177,15 @@ def tree_options(command: Callable[..., object]) -> Callable[..., object]:
         inspect.Parameter(
             "cgroupfs", inspect.Parameter.KEYWORD_ONLY, default=cgroupfs_option(), annotation=str
         ),
-        _keyword(
-            "pods",
-            list[str],
-            [],
-            "--pods",
-            metavar="PATH",
-            help="Pods to create pod cgroups for, as the kubelet would: a Pod manifest, a"
-            " multi-document YAML, a List/PodList (kubectl get pods -o json, filtered to this"
-            " node), or a static-pod directory; JSON or YAML. QoS class, shares, quota, memory,"
-            " hugetlb and the burstable tier's shares come from them. Repeatable.",
+        inspect.Parameter(
+            "pods", inspect.Parameter.KEYWORD_ONLY, default=pods_option(), annotation=list[str]
         ),
         _keyword(
             "static_pods",
             bool,
             False,
             "--static-pods",
-            help="Also read the static pods in staticPodPath (--pod-manifest-path).",
+            help="Also the static pods in staticPodPath (--pod-manifest-path).",
         ),
         _keyword(
             "weight_formula",
@@ -207,8 +201,9 @@ def tree_options(command: Callable[..., object]) -> Callable[..., object]:
             bool,
             True,
             "--create-reserved/--no-create-reserved",
-            help="Create missing reserved cgroups (default), or, like the kubelet, require them "
-            "and fail listing the missing paths per controller.",
+            help="Missing reserved cgroups are part of the tree (default); with the --no- form "
+            "they are required, as the kubelet requires them, and a missing one fails the "
+            "command, listing its paths per controller.",
         ),
         _procs("kube-reserved"),
         _procs("system-reserved"),
@@ -218,22 +213,88 @@ def tree_options(command: Callable[..., object]) -> Callable[..., object]:
             "auto",
             "--systemd",
             metavar="auto|yes|no",
-            help="Create the slices as transient systemd units over D-Bus (like the kubelet) and "
-            "set the limits of existing units as unit properties; systemd then manages the "
-            "cpu, cpuset, io, memory and pids controllers. auto = when the cgroup driver is "
+            help="Slices are transient systemd units made over D-Bus (as the kubelet makes "
+            "them) and existing units carry the limits as unit properties; systemd then manages "
+            "the cpu, cpuset, io, memory and pids controllers. auto = when the cgroup driver is "
             "systemd and systemd is PID 1.",
         ),
     ]
     return add_options(command, "tree", params, lambda values: TreeOptions(**values))
 
 
-def report(doc: dict, lines: list[str], summary: str, output: OutputFormat) -> None:
+def report(
+    doc: dict, lines: list[str], summary: str, output: OutputFormat, quiet: bool = False
+) -> None:
     """``doc`` plus its summary as JSON/YAML, or the lines indented above the summary."""
+    if quiet:
+        return
     emit(
         {**doc, "summary": summary},
         output,
         lambda: "\n".join([*(f"  {line}" for line in lines), summary]),
     )
+
+
+def describe(action: Action, root: str, dbus: bool) -> str:
+    """One plan line; with ``dbus``, a slice's mkdir is the unit start systemd makes it by."""
+    unit = slice_unit(action.path) if dbus and action.kind == "mkdir" else None
+    if unit is None:
+        return action.describe(root)
+    return f"start {unit} over D-Bus (systemd makes {action.where(root)})"
+
+
+def plan_lines(plan: Plan, dbus: bool) -> list[str]:
+    """The plan as shown: the changes, then the undo of what is no longer wanted."""
+    lines = [describe(a, plan.root, dbus) for a in plan.actions]
+    return lines + [f"{a.describe(plan.root)} (no longer wanted)" for a in plan.undo]
+
+
+def progress(plan: Plan, dbus: bool) -> Callable[[Action], None]:
+    """A per-change progress printer on stderr: one line per change, or on a terminal with
+    many changes one line redrawn in place (a newline after the last change)."""
+    import sys
+
+    total = len(plan.actions)
+    compact = total > COMPACT_PROGRESS and sys.stderr.isatty()
+    count = 0
+
+    def done(action: Action) -> None:
+        nonlocal count
+        count += 1
+        line = f"[{count}/{total}] {describe(action, plan.root, dbus)}"
+        if compact:
+            typer.echo(f"\r\033[Kapplying {line}", err=True, nl=count == total)
+        else:
+            typer.echo(line, err=True)
+
+    return done
+
+
+def dbus_report(result: Result, units: SystemdUnits, started: set[str]) -> dict:
+    """What this run did over D-Bus: the transient units it started (``started`` is what the
+    record held before) and the units whose properties it set, with the property names."""
+    written: dict[str, list[str]] = {}
+    for a in result.done:
+        if a.kind == "write":
+            written.setdefault(a.path, [])
+    new = [u for u in units.record.started if u not in started]
+    props = []
+    for path in written:
+        name = existing_unit(path)
+        if name is None or name in units.record.started or name not in units.record.changed:
+            continue
+        names = [prop for prop, _ in units.properties(path)]
+        if names:
+            props.append({"unit": name, "properties": names})
+    return {"unitsStarted": new, "propertiesSet": props}
+
+
+def dbus_lines(doc: dict) -> list[str]:
+    lines = [f"started transient unit {u} over D-Bus" for u in doc["unitsStarted"]]
+    lines += [
+        f"set {', '.join(e['properties'])} on {e['unit']} over D-Bus" for e in doc["propertiesSet"]
+    ]
+    return lines
 
 
 def require_root(switches: TestSwitches) -> None:
@@ -251,9 +312,7 @@ def register(app: typer.Typer) -> None:
         inputs: NodeInputs,
         tree: TreeOptions,
         state_dir: str = state_dir_option(),
-        dry_run: bool = typer.Option(
-            False, "--dry-run", help="Print the plan and stop; reads only, works unprivileged."
-        ),
+        dry_run: bool = dry_run_option(),
         force: bool = typer.Option(
             False,
             "--force",
@@ -261,22 +320,27 @@ def register(app: typer.Typer) -> None:
             "(the kernel then reclaims or OOM-kills).",
         ),
         output: OutputFormat = output_option(),
+        quiet: bool = quiet_option(),
     ) -> None:
         switches = current_switches()
         cfg = inputs.load_config()
+        # A fake tree (the test suite's) is not this node: planned capacity may go there.
+        if cfg.capacity_overrides and not dry_run and not switches.allow_any_fs:
+            raise InputError(CAPACITY_NOT_REAL)
         dbus = tree.dbus(cfg.cgroup_driver, switches)
         state = StateDir(state_dir, switches.boot_id_file)
         if dry_run:
             p = tree.plan(inputs, switches)
             plan_undo(p, state.peek(), peek_units(state) if dbus else None)
+            warn(enforcement_warnings(cfg))
             count = len(p.actions) + len(p.undo)
             summary = (
                 "no changes: 0 writes"
                 if not count
                 else f"dry run: {count} changes planned, nothing written"
             )
-            doc = {"dry_run": True, "plan": p.to_json(), "writes": 0}
-            report(doc, p.describe(), summary, output)
+            doc = {"dryRun": True, "plan": p.to_json(), "writes": 0}
+            report(doc, plan_lines(p, dbus), summary, output, quiet)
             require_no_refusals(p, force)
             return
         require_root(switches)
@@ -286,12 +350,23 @@ def register(app: typer.Typer) -> None:
             check_managed(tree.cgroupfs, record)
             p = tree.plan(inputs, switches)
             require_no_refusals(p, force)
+            warn(enforcement_warnings(cfg))
             units = client = None
             if dbus:
                 v2 = p.version == "v2"
                 client = Systemd()
                 units = SystemdUnits.for_plan(client, state_dir, p, v2, cgroup_roles(cfg))
-            result: Result = apply(p, state, record, switches=switches, units=units)
+            started = set(units.record.started) if units else set()
+            table = output is OutputFormat.table and not quiet
+            if table:  # the undo it will do after applying, so the plan shown is whole
+                plan_undo(p, record, UnitRecord.load(state_dir) if dbus else None)
+            if table and (p.actions or p.undo):
+                # the plan first, so an operator sees what is about to change
+                typer.echo("\n".join(f"  {line}" for line in plan_lines(p, dbus)))
+            on_done = progress(p, dbus) if table and p.actions else None
+            result: Result = apply(
+                p, state, record, switches=switches, units=units, on_done=on_done
+            )
             # then undo what earlier runs did that these inputs no longer want
             unit_record = UnitRecord.load(state_dir) if dbus else None
             stale, stale_u = plan_undo(p, record, unit_record)
@@ -299,12 +374,16 @@ def register(app: typer.Typer) -> None:
                 p, state, record, stale, switches=switches, systemd=client,
                 units=unit_record, stale_u=stale_u,
             )  # fmt: skip
-        doc = {"dry_run": False, "plan": p.to_json(), **result.to_json()}
-        lines = p.describe() + [f"kept {k}" for k in cleaned.kept]
-        doc["no_longer_wanted"] = cleaned.to_json()
+        doc = {"dryRun": False, "plan": p.to_json(), **result.to_json()}
+        lines = [f"{a.describe(p.root)} (no longer wanted)" for a in cleaned.done]
+        lines += [f"kept {k}" for k in cleaned.kept]
+        if units is not None:
+            doc["systemd"] = dbus_report(result, units, started)
+            lines += dbus_lines(doc["systemd"])
+        doc["noLongerWanted"] = cleaned.to_json()
         summary = result.summary()
         if cleaned.done:
             summary += f"; undid {cleaned.writes} changes no longer wanted"
-        report(doc, lines, summary, output)
+        report(doc, lines, summary, output, quiet and not cleaned.kept)  # kept: a failure
         if cleaned.kept:
             raise typer.Exit(1)

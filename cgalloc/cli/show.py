@@ -8,9 +8,10 @@ from collections.abc import Mapping
 import typer
 
 from cgalloc import tree
-from cgalloc.allocatable import Allocatable, CpuSets, compute, cpu_sets
+from cgalloc.allocatable import Allocatable, CpuSets, check_enforceable, compute, cpu_sets
 from cgalloc.capacity import node_cpus
-from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
+from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, enforcement_warnings, node_inputs
+from cgalloc.cli.options import pods_option
 from cgalloc.cli.render import OutputFormat, aligned, emit, output_option, warn
 from cgalloc.config import NodeConfig
 from cgalloc.limits import format_cpuset
@@ -22,7 +23,10 @@ SHOW_HELP = (
     "Show this node's Capacity and Allocatable (as `kubectl describe node` prints them, pods"
     " included), the kubelet version matched, the CPU manager policy in effect, the kubepods"
     " and reserved-cgroup limits enforcing them would write (cpuset included), and what every"
-    " reservation and eviction threshold took. Reads no cgroup and needs no privileges."
+    " reservation and eviction threshold took. Reads no cgroup and needs no privileges. Exit "
+    "status 2 when the kubelet would refuse the configuration, by its validation or its "
+    "start-up checks (a reservation above capacity, an enforced reservation left empty): "
+    "the figures are still printed, the reason goes to stderr."
 )
 
 
@@ -39,9 +43,9 @@ def _cgroups(cfg: NodeConfig, alloc: Allocatable, sets: CpuSets) -> dict[str, di
             "limits": _with_cpuset(format_list(alloc.kubepods), sets.kubepods),
         }
     }
-    for kind, limits, value in (
-        ("kube-reserved", alloc.kube_reserved, cfg.kube_reserved_cgroup),
-        ("system-reserved", alloc.system_reserved, cfg.system_reserved_cgroup),
+    for kind, key, limits, value in (
+        ("kube-reserved", "kubeReserved", alloc.kube_reserved, cfg.kube_reserved_cgroup),
+        ("system-reserved", "systemReserved", alloc.system_reserved, cfg.system_reserved_cgroup),
     ):
         if limits is None:
             continue
@@ -49,13 +53,13 @@ def _cgroups(cfg: NodeConfig, alloc: Allocatable, sets: CpuSets) -> dict[str, di
         field, driver = tree.RESERVED_FIELDS[kind], cfg.cgroup_driver
         kubelets = tree.reserved_path(value, field, driver, kubelets=True)
         real = tree.reserved_path(value, field, driver)
-        out[kind] = {
+        out[key] = {
             "cgroup": kubelets,
             "enforced": "compressible" if compressible else "full",
             "limits": _with_cpuset(format_list(limits), sets.reserved_cgroups),
         }
         if real != kubelets:
-            out[kind]["alsoLimits"] = real
+            out[key]["alsoLimits"] = real
     return out
 
 
@@ -74,11 +78,16 @@ def result(cfg: NodeConfig, alloc: Allocatable, cpus: frozenset[int]) -> dict:
                 "resource": t.resource,
                 "source": t.source,
                 "quantity": str(t.quantity),
-                "lowers": ", ".join(t.lowers) or "nothing",
+                "lowers": list(t.lowers),
             }
             for t in alloc.breakdown
         ],
-        "warnings": [*alloc.warnings, *tree.naming_notes(cfg), *sets.notes],
+        "warnings": [
+            *alloc.warnings,
+            *tree.naming_notes(cfg),
+            *sets.notes,
+            *enforcement_warnings(cfg),
+        ],
     }
 
 
@@ -114,8 +123,12 @@ def table(doc: dict) -> str:
     lines.append(f"Kubelet matched: {doc['kubeletVersion']}")
     lines.append(f"CPU manager policy: {doc['cpuManagerPolicy']}")
     lines.append(f"Cgroup limits ({doc['cgroupDriver']} driver):")
-    for kind in ("kubepods", "kube-reserved", "system-reserved"):
-        entry = doc.get(kind)
+    for kind, key in (
+        ("kubepods", "kubepods"),
+        ("kube-reserved", "kubeReserved"),
+        ("system-reserved", "systemReserved"),
+    ):
+        entry = doc.get(key)
         if entry is None:
             continue
         name = entry["cgroup"] or "(none: cgroupsPerQOS is false)"
@@ -127,7 +140,8 @@ def table(doc: dict) -> str:
     lines.append("Breakdown:")
     rows = [("  RESOURCE", "SOURCE", "QUANTITY", "LOWERS")]
     rows += [
-        (f"  {t['resource']}", t["source"], t["quantity"], t["lowers"]) for t in doc["breakdown"]
+        (f"  {t['resource']}", t["source"], t["quantity"], ", ".join(t["lowers"]) or "nothing")
+        for t in doc["breakdown"]
     ]
     lines += aligned(rows) if doc["breakdown"] else ["  (nothing reserved)"]
     if doc.get("pods"):
@@ -149,13 +163,7 @@ def register(app: typer.Typer) -> None:
     def show(
         inputs: NodeInputs,
         output: OutputFormat = output_option(),
-        pods: list[str] = typer.Option(
-            [],
-            "--pods",
-            metavar="PATH",
-            help="Also show these pods' QoS class, cgroup and values (the forms setup --pods"
-            " takes). Repeatable.",
-        ),
+        pods: list[str] = pods_option(),
     ) -> None:
         cfg, capacity = inputs.load()
         alloc = compute(cfg, capacity)
@@ -165,3 +173,6 @@ def register(app: typer.Typer) -> None:
             doc["pods"] = pods_doc(cfg, pod_cgroups(load_pods(pods), cfg, cgroup_v2=False))
         warn(doc["warnings"])
         emit(doc, output, lambda: table(doc))
+        # validateNodeAllocatable / enforceNodeAllocatableCgroups (pkg/kubelet/cm): the kubelet
+        # would not start with it
+        check_enforceable(alloc)

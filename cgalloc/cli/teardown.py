@@ -2,19 +2,57 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 
+from cgalloc.apply import peek_units, teardown
 from cgalloc.apply import switches as current_switches
-from cgalloc.apply import teardown
+from cgalloc.cli.options import cgroupfs_option, dry_run_option, quiet_option, state_dir_option
 from cgalloc.cli.render import OutputFormat, output_option, warn
-from cgalloc.cli.setup import cgroupfs_option, report, require_root, state_dir_option
-from cgalloc.ownership import StateDir
+from cgalloc.cli.setup import report, require_root
+from cgalloc.ownership import Record, StateDir
+from cgalloc.plan import Action, read_file
+from cgalloc.systemd import UnitRecord
 
 TEARDOWN_HELP = (
     "Undo what setup recorded in the state directory: restore the values it changed in "
-    "cgroups it did not create, remove the cgroups it created (only empty ones, deepest "
-    "first) and disable the controllers it enabled. Exit 1 if something had to be kept."
+    "cgroups it did not create, stop the systemd units it started and restore the unit "
+    "properties it set, remove the cgroups it created (only empty ones, deepest first) and "
+    "disable the controllers it enabled. Exit 1 if something had to be kept."
 )
+
+
+def _units(before: UnitRecord, after: UnitRecord) -> dict:
+    """The systemd part of the report: units stopped, units whose properties were restored."""
+    return {
+        "unitsStopped": [u for u in reversed(before.started) if u not in after.started],
+        "propertiesRestored": [u for u in before.changed if u not in after.changed],
+    }
+
+
+def _unit_lines(units: dict, verb: tuple[str, str] = ("stopped", "restored")) -> list[str]:
+    lines = [f"{verb[0]} unit {u}" for u in units["unitsStopped"]]
+    lines += [f"{verb[1]} the properties of unit {u}" for u in units["propertiesRestored"]]
+    return lines
+
+
+def would_undo(root: str, record: Record) -> list[str]:
+    """What teardown would do with ``record``, one line each, reading only."""
+    lines = []
+    for (mount, path, file), original in sorted(record.changed.items()):
+        current = read_file(mount, path, file)
+        if current is not None and current != original:
+            where = Action("write", mount, path, file).where(root)
+            lines.append(f"restore {where}: {current} -> {original or '(empty)'}")
+    for mount, path in sorted(record.created, key=lambda mp: (-mp[1].count("/"), mp)):
+        if os.path.isdir(os.path.join(mount, path)):
+            lines.append(f"rmdir {Action('mkdir', mount, path).where(root)}")
+    for (mount, path), controllers in sorted(record.enabled.items()):
+        if (mount, path) not in record.created and os.path.isdir(os.path.join(mount, path)):
+            where = Action("mkdir", mount, path).where(root)
+            lines.append(f"disable {' '.join(sorted(controllers))} in {where}")
+    return lines
 
 
 def register(app: typer.Typer) -> None:
@@ -24,21 +62,40 @@ def register(app: typer.Typer) -> None:
     def teardown_cmd(
         cgroupfs: str = cgroupfs_option(),
         state_dir: str = state_dir_option(),
+        dry_run: bool = dry_run_option(),
         output: OutputFormat = output_option(),
+        quiet: bool = quiet_option(),
     ) -> None:
         switches = current_switches()
-        require_root(switches)
         state = StateDir(state_dir, switches.boot_id_file)
+        if dry_run:
+            record = state.peek()
+            warn(state.notes)
+            units = _units(peek_units(state), UnitRecord())
+            lines = would_undo(cgroupfs, record) + _unit_lines(units, ("stop", "restore"))
+            summary = f"dry run: {len(lines)} changes to undo, nothing written"
+            doc = {"dryRun": True, "wouldUndo": lines, "systemd": units}
+            report(doc, lines, summary, output, quiet)
+            return
+        require_root(switches)
         with state.locked(create=False):
             record = state.load()
             warn(state.notes)
+            # after load: an earlier boot's systemd record is discarded there
+            before = UnitRecord.load(state_dir)
             result = teardown(cgroupfs, state, record, switches=switches)
+        units = _units(before, UnitRecord.load(state_dir))
+        stopped = len(units["unitsStopped"])
         if result.kept:
             summary = f"undid {result.writes} changes, kept {len(result.kept)}"
         else:
             summary = f"undid {result.writes} changes; nothing cgalloc made is left"
+        if before.started:
+            summary += f"; stopped {stopped} systemd units"
         lines = [a.describe(cgroupfs) for a in result.done]
+        lines += _unit_lines(units)
         lines += [f"kept {k}" for k in result.kept]
-        report(result.to_json(), lines, summary, output)
+        report({"dryRun": False, **result.to_json(), "systemd": units}, lines, summary, output,
+               quiet and not result.kept)  # fmt: skip
         if result.kept:
             raise typer.Exit(1)

@@ -12,6 +12,7 @@ import errno
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,7 +49,8 @@ def test_the_kernel_refuses_pids_above_pid_max_limit():
 def test_setup_refuses_what_the_kernel_would_wrap_or_refuse(tmp_path, capacity, expect):
     before = sorted(str(p) for p, _, _ in os.walk(CGROUP_ROOT))
     run = subprocess.run(
-        [sys.executable, "-m", "cgalloc", "setup", "--capacity", capacity,
+        # a planned node of this capacity (planned.py): setup refuses --capacity for real
+        [sys.executable, str(Path(__file__).with_name("planned.py")), capacity, "--", "setup",
          "--state-dir", str(tmp_path / "state")],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip

@@ -1,8 +1,8 @@
 """`cgalloc setup` on a real kernel (v2 and v1 lanes): the kernel honours what it wrote.
 
-Each test runs setup as a subprocess with a small --capacity, puts a process into a pod cgroup
-setup created (via --pods, from Pod manifests), checks the kernel's reaction, and tears the
-tree down again.
+Each test runs setup as a subprocess on a small planned node (CAPACITY), puts a process into a
+pod cgroup setup created (via --pods, from Pod manifests), checks the kernel's reaction, and
+tears the tree down again.
 The VM is throw-away, so the tree lives at the usual /kubepods and /system.slice.
 """
 
@@ -22,9 +22,10 @@ import pytest
 from kernel.util import CGROUP_ROOT, is_v2, read, read_keyed
 
 V1_DIRS = ("cpu,cpuacct", "cpuset", "memory", "pids", "hugetlb", "systemd")
+# The VM stands for this node (tests/kernel/planned.py): setup refuses --capacity for real writes.
+CAPACITY = "cpu=2,memory=600Mi,pid=4096,ephemeral-storage=10Gi"
+PLANNED = [sys.executable, str(Path(__file__).with_name("planned.py")), CAPACITY, "--"]
 NODE = [
-    "--capacity",
-    "cpu=2,memory=600Mi,pid=4096,ephemeral-storage=10Gi",
     "--kube-reserved",
     "memory=150Mi",
     "--system-reserved",
@@ -45,9 +46,8 @@ def manifest(uid: str, *containers: dict, inits: tuple[dict, ...] = ()) -> dict:
 
 
 def cgalloc(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "cgalloc", *args], capture_output=True, text=True, timeout=120
-    )
+    """cgalloc ARGS on a node of CAPACITY."""
+    return subprocess.run([*PLANNED, *args], capture_output=True, text=True, timeout=120)
 
 
 def dirs_of(path: str) -> list[Path]:

@@ -10,6 +10,7 @@ minimum 2 shares = weight 1.
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 from kernel.test_setup_kernel import NODE, cgalloc, listing
@@ -209,3 +210,31 @@ def test_dropped_and_moved_reservations_converge_through_systemd(tmp_path):
         assert systemctl("is-active", unit).stdout.strip() == "inactive", unit
     assert show("system.slice", "MemoryMax") == "infinity"
     assert listing() == before
+
+
+def test_reports_say_what_was_done_over_dbus(tmp_path):
+    """issue 10 §3: under systemd, setup's report lists the units it started and the
+    properties it set (not cgroupfs mkdirs that did not happen); teardown counts the units
+    it stopped."""
+    state = ["--state-dir", str(tmp_path / "state")]
+    done = cgalloc("setup", *SYSTEMD_NODE, *state, "-o", "json")
+    try:
+        assert done.returncode == 0, done.stdout + done.stderr
+        report = json.loads(done.stdout)["systemd"]
+        assert sorted(report["unitsStarted"]) == sorted(UNITS)
+        props = {e["unit"]: e["properties"] for e in report["propertiesSet"]}
+        assert "MemoryMax" in props["system.slice"] and "kubepods.slice" not in props
+        dry = cgalloc("teardown", *state, "--dry-run")
+        assert dry.returncode == 0, dry.stderr
+        for unit in UNITS:
+            assert f"  stop unit {unit}" in dry.stdout.splitlines()
+            assert systemctl("is-active", unit).stdout.strip() == "active", unit
+    finally:
+        down = cgalloc("teardown", *state)
+    assert down.returncode == 0, down.stdout + down.stderr
+    lines = down.stdout.splitlines()
+    for unit in UNITS:
+        assert f"  stopped unit {unit}" in lines
+    assert "  restored the properties of unit system.slice" in lines
+    assert lines[-1].endswith(f"; stopped {len(UNITS)} systemd units")
+    assert not any(line.startswith("  rmdir kubepods.slice") for line in lines)

@@ -1,0 +1,62 @@
+"""Options several commands take: one definition each, so the same option means the same thing
+(and has the same help) on every command that has it. tests/test_cli_options.py checks."""
+
+from __future__ import annotations
+
+import typer
+
+from cgalloc.ownership import DEFAULT_STATE_DIR
+
+TREE_PANEL = "Tree options"
+
+
+def cgroupfs_option() -> typer.models.OptionInfo:
+    return typer.Option(
+        "/sys/fs/cgroup",
+        "--cgroupfs",
+        metavar="PATH",
+        help="Where the cgroup hierarchy is mounted (a v2 mount or the v1 controllers' parent).",
+        rich_help_panel=TREE_PANEL,
+    )
+
+
+def state_dir_option() -> typer.models.OptionInfo:
+    return typer.Option(
+        DEFAULT_STATE_DIR,
+        "--state-dir",
+        metavar="DIR",
+        help="Where cgalloc keeps its lock and the record of what setup made and changed "
+        "(read by verify and teardown).",
+        rich_help_panel=TREE_PANEL,
+    )
+
+
+def quiet_option() -> typer.models.OptionInfo:
+    return typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="Print nothing on success (for scripts: the exit status tells); warnings and "
+        "errors still go to stderr.",
+    )
+
+
+def dry_run_option() -> typer.models.OptionInfo:
+    return typer.Option(
+        False,
+        "--dry-run",
+        help="Print what would change, then stop: writes nothing, works unprivileged.",
+    )
+
+
+def pods_option() -> typer.models.OptionInfo:
+    return typer.Option(
+        [],
+        "--pods",
+        metavar="PATH",
+        help="Pods on this node: a Pod manifest, a multi-document YAML, a List/PodList (kubectl"
+        " get pods -o json, filtered to this node), or a static-pod directory; JSON or YAML. Their"
+        " pod cgroups belong to the tree, with the QoS class, shares, quota, memory and hugetlb"
+        " values the kubelet gives them (and the burstable tier's shares). Repeatable.",
+        rich_help_panel=TREE_PANEL,
+    )

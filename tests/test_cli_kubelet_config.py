@@ -1,0 +1,105 @@
+"""kubelet-config emits the daemons' cgroups (issue 10 §1): kubeletCgroups, runtimeCgroups,
+systemCgroups matching the reserved cgroups setup makes; cgalloc reads them from a config."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from clirun import run_cli
+
+from cgalloc.config import load_node_config
+from cgalloc.errors import InputError
+
+KUBE = ["--kube-reserved", "cpu=500m", "--system-reserved", "cpu=500m"]
+
+
+def fragment(capsys, *args: str) -> dict:
+    code, out, err = run_cli(capsys, "kubelet-config", *KUBE, *args)
+    assert code == 0, err
+    return yaml.safe_load(out)
+
+
+def _daemons(doc: dict) -> dict:
+    return {
+        k: v for k, v in doc.items() if k in ("kubeletCgroups", "runtimeCgroups", "systemCgroups")
+    }
+
+
+def test_cgroupfs_daemons_run_in_the_reserved_cgroups_themselves(capsys):
+    # --kube-reserved-procs puts kubelet and the runtime into the kube-reserved cgroup itself;
+    # the kubelet opens these names as cgroupfs paths (pkg/kubelet/cm newSystemCgroups)
+    doc = fragment(
+        capsys, "--enforce", "pods,kube-reserved,system-reserved",
+        "--kube-reserved-cgroup", "/kube-reserved", "--system-reserved-cgroup", "/system",
+    )  # fmt: skip
+    assert _daemons(doc) == {
+        "kubeletCgroups": "/kube-reserved",
+        "runtimeCgroups": "/kube-reserved",
+        "systemCgroups": "/system",
+    }
+
+
+def test_systemd_daemons_are_units_in_the_kube_reserved_slice(capsys):
+    # install-unit --daemons gives kubelet.service and containerd.service Slice=kube-reserved
+    # .slice; systemd places a unit in its slice's expanded path (kube.slice/kube-reserved.slice)
+    doc = fragment(
+        capsys, "--cgroup-driver", "systemd", "--enforce", "pods,kube-reserved,system-reserved",
+        "--kube-reserved-cgroup", "/kube-reserved.slice", "--system-reserved-cgroup",
+        "/system.slice",
+    )  # fmt: skip
+    assert _daemons(doc) == {
+        "kubeletCgroups": "/kube.slice/kube-reserved.slice/kubelet.service",
+        "runtimeCgroups": "/kube.slice/kube-reserved.slice/containerd.service",
+        "systemCgroups": "/system.slice",
+    }
+
+
+def test_unenforced_reservations_name_no_daemon_cgroup(capsys):
+    # setup makes a reserved cgroup only when it is enforced
+    doc = fragment(capsys, "--kube-reserved-cgroup", "/kube", "--system-reserved-cgroup", "/sys")
+    assert _daemons(doc) == {}
+
+
+def test_values_from_a_kubelet_config_are_read_and_kept(tmp_path, capsys):
+    config = tmp_path / "kubelet.yaml"
+    config.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+        "kubeletCgroups: /kubelet\nruntimeCgroups: /runtime.slice/containerd.service\n"
+        "systemCgroups: /system.slice\n"
+    )
+    cfg = load_node_config({}, config=str(config))
+    assert (cfg.kubelet_cgroups, cfg.runtime_cgroups, cfg.system_cgroups) == (
+        "/kubelet",
+        "/runtime.slice/containerd.service",
+        "/system.slice",
+    )
+    doc = fragment(capsys, "--config", str(config), "--enforce", "pods,kube-reserved",
+                   "--kube-reserved-cgroup", "/kube")  # fmt: skip
+    assert _daemons(doc) == {
+        "kubeletCgroups": "/kubelet",
+        "runtimeCgroups": "/runtime.slice/containerd.service",
+        "systemCgroups": "/system.slice",
+    }
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        # pkg/kubelet/cm setupNode: "system container cannot be root"
+        ("systemCgroups: /\n", "systemCgroups (--system-cgroups): the system container cannot"),
+        # ValidateKubeletConfiguration: systemCgroups without cgroupRoot
+        (
+            "systemCgroups: /system.slice\ncgroupRoot: ''\n",
+            "systemCgroups (--system-cgroups) was specified and cgroupRoot (--cgroup-root) was",
+        ),
+        ("kubeletCgroups: kubelet\n", 'kubeletCgroups (--kubelet-cgroups): "kubelet" is not abs'),
+    ],
+)
+def test_daemon_cgroups_the_kubelet_refuses(tmp_path, yaml_text, message):
+    config = tmp_path / "kubelet.yaml"
+    config.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" + yaml_text
+    )
+    with pytest.raises(InputError) as err:
+        load_node_config({}, config=str(config))
+    assert message in str(err.value)
