@@ -24,12 +24,12 @@ def pause_after(changes: int) -> None:
     perform = cgalloc.apply._perform
     seen = [0]
 
-    def pausing(*args, **kwargs) -> None:
+    def pausing(*args, **kwargs) -> bool:
         if seen[0] == changes:
             print(f"cgalloc: test pause after {changes} changes", file=sys.stderr, flush=True)
             time.sleep(3600)
         seen[0] += 1
-        perform(*args, **kwargs)
+        return perform(*args, **kwargs)  # False: a mkdir systemd made meanwhile, not recorded
 
     cgalloc.apply._perform = pausing
 
