@@ -9,7 +9,6 @@ pids.max.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -182,6 +181,7 @@ def suite(case: trees.Case, floor_bin: str | None) -> Suite:
         cs.insert(1, Contender(WARM_FLOOR, lambda: _floor(floor_bin, "warm", kept, warm_dirs),
                                warm_files, note=warm_note))  # fmt: skip
     real = not case.plain
+    skipped: list[str] = []
     if real and shutil.which("cgget"):
         args = _cgget_args(case, case.dirs)
         run = lambda: subprocess.run(args, stdout=subprocess.DEVNULL, check=True)  # noqa: E731
@@ -218,28 +218,20 @@ def suite(case: trees.Case, floor_bin: str | None) -> Suite:
                 note="every cgroup of the host, its own file set",
             )
         )
+    for tool in ("cgget", "systemd-cgtop"):
+        if real and not shutil.which(tool):
+            skipped.append(f"{tool} not run: not on PATH")
     if case.hierarchy.version == "v1":
-        with contextlib.suppress(ImportError):
-            cs.append(
-                Contender(
-                    CGROUPSPY,
-                    timed(_cgroupspy(case)),
-                    nfiles,
-                    slow=True,
-                    note="walks the tree, reads the same files",
-                )
-            )
+        libraries = [(CGROUPSPY, _cgroupspy, "walks the tree, reads the same files")]
         if real:
-            with contextlib.suppress(ImportError):
-                cs.append(
-                    Contender(
-                        CGUTILS,
-                        timed(_cgutils(case)),
-                        nfiles,
-                        slow=True,
-                        note="get_stats() of each controller dir: its own file set",
-                    )
-                )
+            libraries.append(
+                (CGUTILS, _cgutils, "get_stats() of each controller dir: its own file set")
+            )
+        for name, make, note in libraries:
+            try:
+                cs.append(Contender(name, timed(make(case)), nfiles, slow=True, note=note))
+            except ImportError as err:
+                skipped.append(f"{name} not run: {err} (pip install -e '.[bench]')")
 
     idle = idle_cores()
     result = Suite(f"read, {case.name}: {len(case.dirs)} cgroups, {nfiles} files", "file", cs)
@@ -276,6 +268,7 @@ def suite(case: trees.Case, floor_bin: str | None) -> Suite:
             ),
         ]
     result.notes.append(f"{idle:.1f} of {os.cpu_count()} CPUs idle just before the rounds")
+    result.notes += skipped
     for s in samplers:
         s.close()
     reader.close()
