@@ -53,8 +53,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--json", metavar="PATH", help="write every row and target verdict as JSON")
     ap.add_argument("--markdown", metavar="PATH", help="write the README table as Markdown")
     args = ap.parse_args(argv)
-    names = [t for t in args.trees.split(",") if t]
     wanted = set(args.suites.split(","))
+    # the setup suite makes its own trees: asked alone, no tree is built for the others
+    names = [t for t in args.trees.split(",") if t] if wanted - {"setup"} else []
     for t in names:
         if t not in TREES:
             ap.error(f"--trees: {t!r} is not one of {', '.join(TREES)}")
