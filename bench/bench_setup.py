@@ -54,7 +54,8 @@ REAL = os.environ.get("CGALLOC_BENCH_REAL") == "1"
 ROUNDS = int(os.environ.get("CGALLOC_BENCH_ROUNDS", "3"))
 NODE = [
     "--capacity",
-    "cpu=32,memory=128Gi,pid=4194304,ephemeral-storage=500Gi",
+    # on a real cgroupfs the reserved cpusets must name CPUs the machine has (a VM has 2)
+    f"cpu={os.cpu_count() if REAL else 32},memory=128Gi,pid=4194304,ephemeral-storage=500Gi",
     "--kube-reserved",
     "cpu=500m,memory=2Gi",
     "--system-reserved",
