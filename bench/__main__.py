@@ -1,7 +1,7 @@
 """``python -m bench``: interleaved benchmarks of reading, whole commands and conversion, with
 every target's verdict. ``python -m bench setup`` runs the setup benchmark (pytest-benchmark).
 
-  python -m bench [--trees fake-v1,fake-v2,real] [--suites read,commands]
+  python -m bench [--trees fake-v1,fake-v2,real] [--suites read,commands,setup]
                   [--json PATH] [--markdown PATH]
 
 Knobs: CGALLOC_BENCH_PODS (pods, default 1000, 3 containers each), CGALLOC_BENCH_ROUNDS
@@ -45,12 +45,17 @@ def main(argv: list[str]) -> int:
         return _setup(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     ap.add_argument("--trees", default=",".join(TREES), help="comma-separated: " + ", ".join(TREES))
-    ap.add_argument("--suites", default="read,commands", help="comma-separated: read, commands")
+    ap.add_argument(
+        "--suites", default="read,commands",
+        help="comma-separated: read, commands, setup (setup: its own fresh trees, see "
+        "bench/setup_suite.py)",
+    )  # fmt: skip
     ap.add_argument("--json", metavar="PATH", help="write every row and target verdict as JSON")
     ap.add_argument("--markdown", metavar="PATH", help="write the README table as Markdown")
     args = ap.parse_args(argv)
-    names = [t for t in args.trees.split(",") if t]
     wanted = set(args.suites.split(","))
+    # the setup suite makes its own trees: asked alone, no tree is built for the others
+    names = [t for t in args.trees.split(",") if t] if wanted - {"setup"} else []
     for t in names:
         if t not in TREES:
             ap.error(f"--trees: {t!r} is not one of {', '.join(TREES)}")
@@ -71,6 +76,11 @@ def main(argv: list[str]) -> int:
                 if "commands" in wanted and name == (names[-1] if "real" in names else names[0]):
                     suites.append(command_suite.suite(case, floor))
                     print(report.text(suites[-1]), flush=True)
+        if "setup" in wanted:
+            from bench import setup_suite  # imports the test suite's fake kernel
+
+            suites.append(setup_suite.suite(bindir))
+            print(report.text(suites[-1]), flush=True)
     for s in skipped:
         print(f"skipped: {s}")
     command = "sudo .venv/bin/python -m bench " + shlex.join(argv)

@@ -56,7 +56,8 @@ REAL = os.environ.get("CGALLOC_BENCH_REAL") == "1"
 ROUNDS = int(os.environ.get("CGALLOC_BENCH_ROUNDS", "3"))
 NODE = [
     "--capacity",
-    "cpu=32,memory=128Gi,pid=4194304,ephemeral-storage=500Gi",
+    # on a real cgroupfs the reserved cpusets must name CPUs the machine has (a VM has 2)
+    f"cpu={os.cpu_count() if REAL else 32},memory=128Gi,pid=4194304,ephemeral-storage=500Gi",
     "--kube-reserved",
     "cpu=500m,memory=2Gi",
     "--system-reserved",
@@ -114,6 +115,16 @@ def _pods_file(directory: Path) -> Path:
     return path
 
 
+def _seed_v1_cpuset(mount: str, name: str) -> None:
+    """A new v1 cpuset cgroup has no cpus or mems, so nothing below it could get any: give the
+    bench's own root its parent's, as an operator's kubepods parent has them."""
+    for f in ("cpuset.mems", "cpuset.cpus"):
+        parent = os.path.join(mount, f)
+        if os.path.exists(parent):
+            with open(parent) as src, open(os.path.join(mount, name, f), "w") as dst:
+                dst.write(src.read().strip() or "\n")
+
+
 class Node:
     """A fresh tree (fake, or a new cgroup root on the real cgroupfs) and its setup arguments."""
 
@@ -129,6 +140,7 @@ class Node:
             for m in mounts:
                 os.mkdir(os.path.join(m, self.name))
                 self.created.append(Path(m, self.name))
+                _seed_v1_cpuset(m, self.name)
             tree = ["--cgroup-root", f"/{self.name}"]
             tree += ["--system-reserved-cgroup", f"/{self.name}/system.slice"]
         else:

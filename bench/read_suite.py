@@ -9,7 +9,6 @@ pids.max.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -38,14 +37,14 @@ WARM_SAMPLES = 3  # the warm readers take the best of this many passes per round
 SAMPLER_MEMORY = "sampler memory per cgroup (kernel slab + user RSS)"
 
 
-def _floor(binary: str, mode: str, case: trees.Case, dirs: list[str]) -> float:
-    """Seconds the floor program spends on the files (its own clock, per mount, summed).
+def _floor(binary: str, mode: str, plans: list, dirs: list[str]) -> float:
+    """Seconds the floor program spends on the plans' files (its own clock, per mount, summed).
 
     It runs in each mount with paths relative to it, as the core opens them beneath its root fd.
     """
     total = 0.0
     iterations = str(WARM_SAMPLES if mode == "warm" else 1)
-    for plan in case.plans:
+    for plan in plans:
         paths = [f"{d}/{s.name}" for d in dirs for s in plan.specs]
         out = subprocess.run(
             [binary, mode, iterations], input="\n".join(paths), capture_output=True, text=True,
@@ -125,9 +124,11 @@ def suite(case: trees.Case, floor_bin: str | None) -> Suite:
     plans = case.plans
     nfiles = case.nfiles
     soft = trees.raise_nofile()
-    room = max((soft - trees.FD_MARGIN) // case.files_per_dir, 1)
+    kept = case.kept_plans  # the one-line files the sampler keeps open (stats.kept_open)
+    kept_per_dir = sum(len(p.specs) for p in kept)
+    room = max((soft - trees.FD_MARGIN) // kept_per_dir, 1)
     warm_dirs = case.dirs[:room]
-    warm_files = len(warm_dirs) * case.files_per_dir
+    warm_files = len(warm_dirs) * kept_per_dir
     warm_note = (
         ""
         if len(warm_dirs) == len(case.dirs)
@@ -139,8 +140,9 @@ def suite(case: trees.Case, floor_bin: str | None) -> Suite:
                         for r, p in zip(roots, plans, strict=True)]  # fmt: skip
 
     slab0, rss0 = _slab_kib(), _rss_kib()
-    samplers = [r.sampler(warm_dirs, p.specs, threads=1, detect_unlinked=False)
-                for r, p in zip(roots, plans, strict=True)]  # fmt: skip
+    root_of = {p.path: r for r, p in zip(roots, plans, strict=True)}
+    samplers = [root_of[p.path].sampler(warm_dirs, p.specs, threads=1, detect_unlinked=False)
+                for p in kept]  # fmt: skip
     first = [s.sample() for s in samplers]
     kib_per_cgroup = (_slab_kib() - slab0 + _rss_kib() - rss0) / len(warm_dirs)
     assert all(st in (OK, MAX) for snap in first for st in snap.status), "warm read failed"
@@ -174,11 +176,12 @@ def suite(case: trees.Case, floor_bin: str | None) -> Suite:
         ),
     ]
     if floor_bin:
-        cs.insert(0, Contender(COLD_FLOOR, lambda: _floor(floor_bin, "cold", case, case.dirs),
+        cs.insert(0, Contender(COLD_FLOOR, lambda: _floor(floor_bin, "cold", plans, case.dirs),
                                nfiles))  # fmt: skip
-        cs.insert(1, Contender(WARM_FLOOR, lambda: _floor(floor_bin, "warm", case, warm_dirs),
+        cs.insert(1, Contender(WARM_FLOOR, lambda: _floor(floor_bin, "warm", kept, warm_dirs),
                                warm_files, note=warm_note))  # fmt: skip
     real = not case.plain
+    skipped: list[str] = []
     if real and shutil.which("cgget"):
         args = _cgget_args(case, case.dirs)
         run = lambda: subprocess.run(args, stdout=subprocess.DEVNULL, check=True)  # noqa: E731
@@ -215,28 +218,20 @@ def suite(case: trees.Case, floor_bin: str | None) -> Suite:
                 note="every cgroup of the host, its own file set",
             )
         )
+    for tool in ("cgget", "systemd-cgtop"):
+        if real and not shutil.which(tool):
+            skipped.append(f"{tool} not run: not on PATH")
     if case.hierarchy.version == "v1":
-        with contextlib.suppress(ImportError):
-            cs.append(
-                Contender(
-                    CGROUPSPY,
-                    timed(_cgroupspy(case)),
-                    nfiles,
-                    slow=True,
-                    note="walks the tree, reads the same files",
-                )
-            )
+        libraries = [(CGROUPSPY, _cgroupspy, "walks the tree, reads the same files")]
         if real:
-            with contextlib.suppress(ImportError):
-                cs.append(
-                    Contender(
-                        CGUTILS,
-                        timed(_cgutils(case)),
-                        nfiles,
-                        slow=True,
-                        note="get_stats() of each controller dir: its own file set",
-                    )
-                )
+            libraries.append(
+                (CGUTILS, _cgutils, "get_stats() of each controller dir: its own file set")
+            )
+        for name, make, note in libraries:
+            try:
+                cs.append(Contender(name, timed(make(case)), nfiles, slow=True, note=note))
+            except ImportError as err:
+                skipped.append(f"{name} not run: {err} (pip install -e '.[bench]')")
 
     idle = idle_cores()
     result = Suite(f"read, {case.name}: {len(case.dirs)} cgroups, {nfiles} files", "file", cs)
@@ -273,6 +268,7 @@ def suite(case: trees.Case, floor_bin: str | None) -> Suite:
             ),
         ]
     result.notes.append(f"{idle:.1f} of {os.cpu_count()} CPUs idle just before the rounds")
+    result.notes += skipped
     for s in samplers:
         s.close()
     reader.close()

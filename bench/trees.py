@@ -34,9 +34,11 @@ class Case:
     plain: bool  # a plain directory tree, not cgroupfs
     top: str  # the tree's top below the hierarchy root ("" for a fake tree)
     plans: list = field(default_factory=list)
+    kept_plans: list = field(default_factory=list)  # what the sampler keeps open
 
     def __post_init__(self) -> None:
         self.plans = stats.mount_plans(self.hierarchy)
+        self.kept_plans = stats.mount_plans(self.hierarchy, stats.kept_open)
 
     @property
     def files_per_dir(self) -> int:

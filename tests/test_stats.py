@@ -326,3 +326,18 @@ def test_netlink_and_sysfs_name_the_same_interfaces_on_this_host():
     except OSError as err:
         pytest.skip(f"no rtnetlink here: {err}")
     assert [i.name for i in via_netlink] == [i.name for i in netstats.from_sysfs()]
+
+
+def test_start_times_take_the_oldest_directory_mtime_across_mounts(tmp_path):
+    # cAdvisor container/common/helpers.go GetSpec: the creation time is the lowest ModTime of
+    # the cgroup's directory over every hierarchy; a hierarchy without it is skipped.
+    for ctrl in ("memory", "cpu", "pids"):
+        (tmp_path / ctrl / "kubepods" / "podA").mkdir(parents=True)
+    (tmp_path / "memory" / "kubepods" / "podB").mkdir()
+    os.utime(tmp_path / "memory" / "kubepods" / "podA", (0, 2_000_000_000))
+    os.utime(tmp_path / "cpu" / "kubepods" / "podA", (0, 1_000_000_000))
+    os.utime(tmp_path / "pids" / "kubepods" / "podA", (0, 3_000_000_000))
+    os.utime(tmp_path / "memory" / "kubepods" / "podB", (0, 1_500_000_000))
+    h = stats.plain_tree_hierarchy(str(tmp_path))
+    got = stats.start_times(h, ["kubepods/podA", "/kubepods/podB/", "kubepods/gone"])
+    assert got == [1_000_000_000, 1_500_000_000, None]

@@ -36,6 +36,29 @@ def test_first_sample_reads_cold_and_the_second_keeps_files_open(tmp_path):
     assert f"{root}/kubepods/burstable/pod0001/memory.current" in kept_after_second
 
 
+def test_sampling_keeps_only_one_line_files_open_and_rereads_generated_ones(tmp_path):
+    # memory.stat and cpu.stat are generated on every read (a kept fd saves little) while each
+    # kept fd pins a kernel page: they are re-read cold, so a change between samples shows.
+    root = str(tmp_path / "cg")
+    make_v2(root, "", usage=0)
+    make_v2(root, "kubepods", usage=10 * 4096)
+    h = stats.plain_tree_hierarchy(root)
+    with stats.TreeReader(h, allow_any_fs=True, threads=1) as reader:
+        before = _fds()
+        reader.sample(["kubepods"])
+        reader.sample(["kubepods"])
+        kept = {os.path.basename(p) for p in _fds() - before if "/kubepods/" in p}
+        stat = os.path.join(root, "kubepods", "memory.stat")
+        with open(stat) as f:
+            text = f.read()
+        with open(stat, "w") as f:
+            f.write(text.replace("inactive_file ", "inactive_file 4096\nold_inactive_file "))
+        [rec] = reader.sample(["kubepods"])
+    assert kept == {"memory.current", "memory.max", "cpu.weight", "cpu.max", "pids.current",
+                    "pids.max"}  # fmt: skip
+    assert rec.working_set == 9 * 4096
+
+
 def test_boot_time_is_btime_of_proc_stat(tmp_path):
     (tmp_path / "stat").write_text("cpu  1 2 3 4 5 6 7 8 9 10\nintr 0\nbtime 1763856000\n")
     assert stats.boot_time(str(tmp_path)) == 1763856000.0

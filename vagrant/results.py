@@ -69,6 +69,7 @@ def machine_result(raw: Path) -> dict:
     except OSError:
         doc["bench_tables"] = []
     doc["bench_read"] = _text(raw / "bench-read.md")
+    doc["bench_setup"] = _text(raw / "bench-setup.md")
     doc["bench_cut"] = _text(raw / "bench-cut.txt").splitlines()
     return doc
 
@@ -149,6 +150,9 @@ def markdown(results: dict[str, dict]) -> str:
         if r.get("bench_read"):
             lines += ["", f"Read and whole-command suites on {m} (`python -m bench --trees real`):"]
             lines += ["", r["bench_read"].strip()]
+        if r.get("bench_setup"):
+            lines += ["", f"Setup suite on {m} (`python -m bench --suites setup`):"]
+            lines += ["", r["bench_setup"].strip()]
         if r["bench_tables"]:
             lines += ["", f"The bench's own tables on {m}:", "", "```", *r["bench_tables"], "```"]
     return "\n".join(lines) + "\n"

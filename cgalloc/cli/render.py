@@ -54,9 +54,14 @@ def dumps(data: object, fmt: OutputFormat, compact: bool = False) -> str:
         if compact:
             return json.dumps(data, sort_keys=True, separators=(",", ":"))
         return json.dumps(data, indent=2, sort_keys=True)
-    import yaml  # only YAML output pays for the import
+    from cgalloc import yamlout  # PyYAML's bytes without its import; it for the rest
 
-    return yaml.safe_dump(data, sort_keys=True, default_flow_style=False).rstrip("\n")
+    try:
+        return yamlout.dump(data).rstrip("\n")
+    except yamlout.Unsupported:
+        import yaml
+
+        return yaml.safe_dump(data, sort_keys=True, default_flow_style=False).rstrip("\n")
 
 
 def emit(data: object, fmt: OutputFormat, table: Callable[[], str]) -> None:

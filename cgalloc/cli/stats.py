@@ -4,7 +4,6 @@ in the shape of the kubelet's ``/stats/summary``."""
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -94,13 +93,17 @@ class _Run:
         now = time.time()
         when = stats.rfc3339(now)
         by_path = {t.path: (t, r) for t, r in zip(targets, recs, strict=True)}
+        sys_paths = stats.system_container_paths(self.kubepods, self.reserved, self.daemons)
+        pods_read = [(t, r) for t, r in zip(targets, recs, strict=True)
+                     if t.role == "pod" and r.found]  # fmt: skip
+        wanted = [*sys_paths.values(), *(t.path for t, _ in pods_read)]
+        started = dict(zip(wanted, stats.start_times(self.h, wanted), strict=True))
 
         def start(path: str) -> str:
-            created = stats.start_time(self.h, path)
+            created = started[path]
             return stats.rfc3339(created if created is not None else now)
 
         system = []
-        sys_paths = stats.system_container_paths(self.kubepods, self.reserved, self.daemons)
         for name, path in sys_paths.items():
             _, rec = by_path[path]
             if rec.found:
@@ -117,9 +120,7 @@ class _Run:
             "rlimit": stats.rlimit_summary(when),
         }
         pods = []
-        for t, rec in zip(targets, recs, strict=True):
-            if t.role != "pod" or not rec.found:
-                continue
+        for t, rec in pods_read:
             pod: dict[str, object] = {
                 "podRef": {"uid": t.pod_uid},
                 "startTime": start(t.path),
@@ -203,7 +204,7 @@ def _view(
         return View(output)
     title = None
     if watch is not None and headers:
-        host = socket.gethostname()
+        host = os.uname().nodename
 
         def title(now: float) -> str:
             return f"Every {watch:g}s: cgalloc stats on {host}  {stats.rfc3339(now)}"
@@ -293,7 +294,7 @@ def register(app: typer.Typer) -> None:
         view = _view(output, watch, sort_by, not no_headers, role, depth)
         run = _Run(inputs, cgroupfs, {k: v for k, v in daemons.items() if v})
         run.keep = stats_table.keeper(stats_table.parse_roles(role), depth)
-        name = node_name or socket.gethostname()
+        name = node_name or os.uname().nodename  # gethostname(2) is uname's nodename
         try:
             if watch is None:
                 if interval > 0:

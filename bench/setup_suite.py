@@ -1,0 +1,115 @@
+"""``python -m bench --suites setup``: cgalloc setup of PODS pods against csrc/setup_floor.c
+(the same mkdir/write syscalls and nothing else) and a shell script batching ``mkdir -p`` /
+``echo``, interleaved round by round; and the 0-write re-run against the C floor reading the
+same files.
+
+Every contender gets a fresh tree each round, made and removed outside its timing (the tree,
+node arguments and scripts are bench_setup.py's). The floor needs a real cgroupfs (its mkdir
+makes the interface files): with ``CGALLOC_BENCH_REAL=1``, inside a VM lane only, since it
+enables controllers in the root's cgroup.subtree_control. Without it the tree is the fake v2
+one, and the floor claims are reported as not measurable here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+
+from bench import bench_setup as bs
+from bench.report import Suite, Target
+from bench.rounds import Contender, interleave
+from bench.trees import build_c
+
+CGALLOC_COLD = "cgalloc setup, cold"
+FLOOR_COLD = "C floor: the same mkdir/write syscalls"
+SHELL_COLD = "shell script, batched mkdir -p + echo"
+CGALLOC_RERUN = "cgalloc setup, re-run (0 writes)"
+FLOOR_RERUN = "C floor: reading the same files"
+
+
+def _on_fresh(prepare: Callable[[bs.Node], object], timed: Callable[[object], float]):
+    """A measure: a fresh tree, ``prepare`` untimed, ``timed`` (which returns seconds), removal."""
+
+    def run() -> float:
+        node = bs._fresh()
+        try:
+            return timed(prepare(node))
+        finally:
+            node.remove()
+
+    return run
+
+
+def _wall(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _cgalloc_rerun(node: bs.Node) -> bs.Node:
+    node.cgalloc()
+    return node
+
+
+def _zero_writes(node: bs.Node) -> None:
+    result = node.cgalloc()
+    if result["writes"]:
+        raise RuntimeError(f"the re-run made {result['writes']} writes")
+
+
+def _floor_run(binary: str) -> Callable[[object], float]:
+    def run(ops: object) -> float:
+        out = subprocess.run([binary], input=ops, capture_output=True, text=True, check=True)
+        return float(out.stdout.split()[1]) / 1e9  # its own clock: the syscalls only
+
+    return run
+
+
+def _floor_rerun_ops(node: bs.Node) -> str:
+    ops = bs._floor_ops(node, rerun=True)  # from the plan, while there is one
+    node.cgalloc()
+    return ops
+
+
+def suite(bindir: str | None = None) -> Suite:
+    """The setup suite; ``bindir`` holds the compiled floor (a temporary dir by default)."""
+    bindir = bindir or tempfile.mkdtemp(prefix="cgalloc-bench-bin-")
+    shell = lambda node: node.shell_script()[0]  # noqa: E731
+    cs = [
+        Contender(CGALLOC_COLD, _on_fresh(lambda n: n, lambda n: _wall(n.cgalloc)), bs.PODS),
+        Contender(
+            SHELL_COLD,
+            _on_fresh(shell, lambda s: _wall(lambda: subprocess.run(["bash", str(s)], check=True))),
+            bs.PODS,
+        ),
+        Contender(
+            CGALLOC_RERUN, _on_fresh(_cgalloc_rerun, lambda n: _wall(lambda: _zero_writes(n))),
+            bs.PODS,
+        ),
+    ]  # fmt: skip
+    why = "" if bs.REAL else "the floor needs a real cgroupfs (CGALLOC_BENCH_REAL=1 in a VM lane)"
+    binary = build_c("setup_floor", bindir) if bs.REAL else None
+    if bs.REAL and binary is None:
+        why = "no C compiler for csrc/setup_floor.c"
+    if binary:
+        cold_ops = lambda n: bs._floor_ops(n, rerun=False)  # noqa: E731
+        cs.insert(1, Contender(FLOOR_COLD, _on_fresh(cold_ops, _floor_run(binary)), bs.PODS))
+        cs.append(Contender(FLOOR_RERUN, _on_fresh(_floor_rerun_ops, _floor_run(binary)), bs.PODS))
+    where = "real cgroupfs" if bs.REAL else "fake v2 tree (tmpfs)"
+    result = Suite(f"setup of {bs.PODS} pods, {where}", "pod", cs)
+    result.times = interleave(cs)
+    result.targets = [
+        Target("setup <= 1.2x the C floor", CGALLOC_COLD, FLOOR_COLD, "ratio", 1.2,
+               unmeasurable=why),
+        Target("setup faster than the batched shell script", CGALLOC_COLD, SHELL_COLD, "ratio",
+               1.0),
+        Target("re-run <= 1.2x the C floor reading the same files", CGALLOC_RERUN, FLOOR_RERUN,
+               "ratio", 1.2, unmeasurable=why),
+    ]  # fmt: skip
+    if not bs.REAL:
+        result.notes.append(
+            "fake tree: cgalloc's time includes the test-only fake kernel filling new dirs"
+        )
+    return result
