@@ -213,6 +213,26 @@ def test_runtime_and_misc_containers_come_from_their_flags(capsys, v2_tree):
     assert f"misc: not found at {v2_tree}/nowhere" in err
 
 
+def test_daemon_cgroups_default_to_the_kubelet_configs(capsys, v2_tree, tmp_path):
+    # cmd/kubelet/app/options: kubeletCgroups, runtimeCgroups and systemCgroups are
+    # KubeletConfiguration fields; stats takes them from --config, and a flag still wins.
+    write_files(os.path.join(v2_tree, "runtime"), {"memory.current": "4096\n"})
+    write_files(os.path.join(v2_tree, "kubelet"), {"memory.current": "8192\n"})
+    config = tmp_path / "kubelet.yaml"
+    config.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+        "runtimeCgroups: /runtime\nkubeletCgroups: /nowhere\n"
+    )
+    code, out, err = run(
+        capsys, "--cgroupfs", v2_tree, "-o", "json", "--interval", "0", "--config", str(config),
+        "--kubelet-cgroups", "/kubelet",
+    )  # fmt: skip
+    assert code == 0, err
+    names = [c["name"] for c in json.loads(out)["node"]["systemContainers"]]
+    assert sorted(names) == ["kubelet", "pods", "runtime"]
+    assert "nowhere" not in err
+
+
 def test_real_host_hierarchy_read_only(capsys):
     if not os.path.isdir("/sys/fs/cgroup"):
         pytest.skip("no /sys/fs/cgroup on this host")

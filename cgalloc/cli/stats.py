@@ -15,6 +15,7 @@ from cgalloc import netstats, stats
 from cgalloc.cgroupfs import Hierarchy, controller_dirs
 from cgalloc.cli import stats_table
 from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
+from cgalloc.cli.options import cgroupfs_option
 from cgalloc.cli.render import OutputFormat, dumps, output_option, warn
 from cgalloc.errors import InputError
 from cgalloc.resources import MEMORY
@@ -26,7 +27,8 @@ STATS_HELP = (
     " and system-reserved) and show it against each cgroup's limit or reservation, flagging"
     " daemons that use more than was reserved for them. --output json gives the kubelet's"
     " /stats/summary shape (with --watch: one JSON document per line; YAML documents separated"
-    " by ---). Read-only; works unprivileged.\n\n" + stats_table.COLUMNS_HELP
+    " by ---). --cgroupfs may also name a plain directory with the same layout (a copy of a"
+    " tree). Read-only; works unprivileged.\n\n" + stats_table.COLUMNS_HELP
 )
 
 
@@ -73,7 +75,10 @@ class _Run:
         ):  # fmt: skip
             if value:
                 self.reserved[role] = _reserved_path(value, label, self.cfg.cgroup_driver)
-        self.daemons = daemons
+        # a flag wins; else the kubelet config's kubeletCgroups/runtimeCgroups/systemCgroups
+        configured = {"kubelet": self.cfg.kubelet_cgroups, "runtime": self.cfg.runtime_cgroups,
+                      "misc": self.cfg.system_cgroups}  # fmt: skip
+        self.daemons = {k: v for k, v in configured.items() if v} | daemons
         self.h, plain = stats.open_hierarchy(cgroupfs)
         self.reader = stats.TreeReader(self.h, allow_any_fs=plain)
         self.prev: dict[str, stats.CgroupStats] = {}
@@ -226,11 +231,7 @@ def register(app: typer.Typer) -> None:
     @node_inputs
     def stats_command(
         inputs: NodeInputs,
-        cgroupfs: str = typer.Option(
-            "/sys/fs/cgroup", "--cgroupfs", metavar="PATH",
-            help="Where the cgroup hierarchy is mounted (a v2 mount or the v1 controllers' parent)."
-            " A plain directory with the same layout is read as a copy of a tree.",
-        ),
+        cgroupfs: str = cgroupfs_option(),
         output: OutputFormat = output_option(),
         watch: float | None = typer.Option(
             None, "--watch", metavar="SECONDS",
@@ -246,15 +247,17 @@ def register(app: typer.Typer) -> None:
         ),
         kubelet_cgroups: str = typer.Option(
             "", "--kubelet-cgroups", metavar="CGROUP",
-            help="The kubelet's cgroup (kubeletCgroups); default: the kube-reserved cgroup.",
+            help="The kubelet's cgroup; default: kubeletCgroups from --config, else the"
+            " kube-reserved cgroup.",
         ),
         runtime_cgroups: str = typer.Option(
             "", "--runtime-cgroups", metavar="CGROUP",
-            help="The container runtime's cgroup (runtimeCgroups).",
+            help="The container runtime's cgroup; default: runtimeCgroups from --config.",
         ),
         system_cgroups: str = typer.Option(
             "", "--system-cgroups", metavar="CGROUP",
-            help="The OS daemons' cgroup (systemCgroups); default: the system-reserved cgroup.",
+            help="The OS daemons' cgroup; default: systemCgroups from --config, else the"
+            " system-reserved cgroup.",
         ),
         node_name: str = typer.Option(
             "", "--node-name", metavar="NAME", help="nodeName in the JSON (default: hostname)."
