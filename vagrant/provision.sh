@@ -360,14 +360,19 @@ setup_before_daemons() {
 
 reboot_check() {
 	check "reboot: a new boot" "! grep -qx \"\$(cat /proc/sys/kernel/random/boot_id)\" $results/boot_id"
+	# systemctl show prints properties in its own order, not the order asked for
 	check "reboot: cgalloc-setup.service succeeded" \
-		"systemctl show cgalloc-setup.service -p ActiveState -p Result -p ExecMainStatus |
-		 tee /dev/stderr | tr '\n' ' ' | grep -qx 'ActiveState=active Result=success ExecMainStatus=0 '"
+		"out=\$(systemctl show cgalloc-setup.service -p ActiveState -p Result -p ExecMainStatus)
+		 echo \"\$out\"
+		 for want in ActiveState=active Result=success ExecMainStatus=0; do
+		   grep -qx \$want <<<\"\$out\" || exit 1; done"
 	step "reboot: setup finished before the stand-in daemons started" 0 setup_before_daemons
 	check "reboot: the tree is re-created" \
 		"for u in kubepods.slice kubepods-burstable.slice kubepods-besteffort.slice kube.slice; do
 		   systemctl is-active -q \$u || { echo \$u inactive; exit 1; }; done
-		 test \"\$(cat $(ctl memory kubepods.slice)/memory.$([[ $(hierarchy) == v2 ]] && echo max || echo limit_in_bytes))\" != max &&
+		 limit=\$(cat $(ctl memory kubepods.slice)/memory.$([[ $(hierarchy) == v2 ]] && echo max || echo limit_in_bytes))
+		 echo kubepods memory limit \$limit
+		 test \$limit != max && test \$limit != 9223372036854771712 &&
 		 grep -qx 1000 $(ctl pids kube.slice)/pids.max"
 	step "reboot: daemons in /kube.slice after boot" 0 daemons_in_slice
 	step "reboot: restart the stand-in daemons" 0 systemctl restart "${stand_ins[@]/%/.service}"
