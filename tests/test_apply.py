@@ -73,20 +73,28 @@ def test_setup_rerun_teardown_round_trip(tmp_path, version):
     assert os.listdir(tmp_path / "state") == ["lock"]  # record gone: nothing owned
 
 
-def test_preexisting_reserved_cgroup_is_restored_not_removed(tmp_path):
+def _node_with_system_slice(tmp_path, procs: str, usage: int | None = None):
+    """A v2 node whose root enables cpu, memory and pids and that has its own system.slice."""
     root, h = fake_hierarchy(tmp_path, "v2")
     (root / "cgroup.subtree_control").write_text("cpu memory pids\n")
     sys_slice = root / "system.slice"
     sys_slice.mkdir()
-    for name, value in {
+    files = {
         "cgroup.controllers": "cpu memory pids",
-        "cgroup.procs": "",
+        "cgroup.procs": procs,
         "cgroup.subtree_control": "",
         "cpu.weight": "100",
         "memory.max": "max",
-        "memory.current": str(5 * MI),
-    }.items():
+    }
+    if usage is not None:
+        files["memory.current"] = str(usage)
+    for name, value in files.items():
         (sys_slice / name).write_text(value + "\n")
+    return root, h, sys_slice
+
+
+def test_preexisting_reserved_cgroup_is_restored_not_removed(tmp_path):
+    root, h, sys_slice = _node_with_system_slice(tmp_path, procs="", usage=5 * MI)
     before = snapshot(root)
     state = StateDir(str(tmp_path / "state"))
     desired = [_desired()[2]]
@@ -108,18 +116,7 @@ def test_teardown_of_a_populated_v2_cpuset_ends_with_the_controller_disabled(tmp
     # Found in the Vagrant v2 run (kernel 6.1): system.slice has services, so its cpuset.cpus
     # cannot be emptied again (ENOSPC); teardown then disables cpuset at the root, which takes
     # the file away: the tree is as before and nothing is reported kept.
-    root, h = fake_hierarchy(tmp_path, "v2")
-    (root / "cgroup.subtree_control").write_text("cpu memory pids\n")
-    sys_slice = root / "system.slice"
-    sys_slice.mkdir()
-    for name, value in {
-        "cgroup.controllers": "cpu memory pids",
-        "cgroup.procs": "4242",
-        "cgroup.subtree_control": "",
-        "cpu.weight": "100",
-        "memory.max": "max",
-    }.items():
-        (sys_slice / name).write_text(value + "\n")
+    root, h, sys_slice = _node_with_system_slice(tmp_path, procs="4242")
     before = snapshot(root)
     state = StateDir(str(tmp_path / "state"))
     desired = [DesiredCgroup("system.slice", "system-reserved", Limits(cpuset_cpus="0-1"))]

@@ -263,25 +263,32 @@ def test_setup_after_a_reboot_starts_a_new_record(tmp_path, monkeypatch, capsys,
     assert snapshot(root) == wiped
 
 
-def test_a_journal_left_by_a_run_the_reboot_interrupted_is_discarded(tmp_path, monkeypatch, capsys):
+def _setup_killed_at_change(monkeypatch, capsys, args: list[str], n: int) -> None:
+    """Run setup and cut it off as change ``n`` starts: nothing after runs (no rollback, no
+    record), as when the power goes or the process is killed."""
     import cgalloc.apply
+
+    perform, calls = cgalloc.apply._perform, []
+
+    def cut(*a, **kw):
+        calls.append(1)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        return perform(*a, **kw)
+
+    monkeypatch.setattr(cgalloc.apply, "_perform", cut)
+    code, _, _ = run_cli(capsys, "setup", *args)  # click turns the interrupt into "Aborted!"
+    assert code == 130 and len(calls) == n
+    monkeypatch.setattr(cgalloc.apply, "_perform", perform)
+
+
+def test_a_journal_left_by_a_run_the_reboot_interrupted_is_discarded(tmp_path, monkeypatch, capsys):
 
     root, _ = fake_hierarchy(tmp_path, "v2")
     _existing_system_slice(root, "v2")
     use_fake_tree(monkeypatch, tmp_path)
     args = [*NODE, "--cgroupfs", str(root), *_state(tmp_path)]
-    perform, calls = cgalloc.apply._perform, []
-
-    def power_cut(*a, **kw):
-        calls.append(1)
-        if len(calls) == 6:
-            raise KeyboardInterrupt  # nothing after this runs: no rollback, no record
-        return perform(*a, **kw)
-
-    monkeypatch.setattr(cgalloc.apply, "_perform", power_cut)
-    code, _, _ = run_cli(capsys, "setup", *args)  # click turns the interrupt into "Aborted!"
-    assert code == 130 and len(calls) == 6
-    monkeypatch.setattr(cgalloc.apply, "_perform", perform)
+    _setup_killed_at_change(monkeypatch, capsys, args, 6)
     journal = (tmp_path / "state" / "journal.jsonl").read_text().splitlines()
     assert any('"system.slice"' in line and '"old": "max"' in line for line in journal)
     root = _wipe(tmp_path, "v2")
@@ -295,25 +302,13 @@ def test_a_journal_left_by_a_run_the_reboot_interrupted_is_discarded(tmp_path, m
 
 
 def test_a_journal_of_the_same_boot_is_a_crash_and_folded_in(tmp_path, monkeypatch, capsys):
-    import cgalloc.apply
 
     root, _ = fake_hierarchy(tmp_path, "v2")
     _existing_system_slice(root, "v2")
     before = snapshot(root)
     use_fake_tree(monkeypatch, tmp_path)
     args = [*NODE, "--cgroupfs", str(root), *_state(tmp_path)]
-    perform, calls = cgalloc.apply._perform, []
-
-    def kill(*a, **kw):
-        calls.append(1)
-        if len(calls) == 6:
-            raise KeyboardInterrupt
-        return perform(*a, **kw)
-
-    monkeypatch.setattr(cgalloc.apply, "_perform", kill)
-    code, _, _ = run_cli(capsys, "setup", *args)  # click turns the interrupt into "Aborted!"
-    assert code == 130 and len(calls) == 6
-    monkeypatch.setattr(cgalloc.apply, "_perform", perform)
+    _setup_killed_at_change(monkeypatch, capsys, args, 6)
     code, out, err = run_cli(capsys, "teardown", "--cgroupfs", str(root), *_state(tmp_path))
     assert code == 0, out + err
     assert "earlier boot" not in err
