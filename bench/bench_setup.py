@@ -58,10 +58,12 @@ NODE = [
     "--capacity",
     # on a real cgroupfs the reserved cpusets must name CPUs the machine has (a VM has 2)
     f"cpu={os.cpu_count() if REAL else 32},memory=128Gi,pid=4194304,ephemeral-storage=500Gi",
+    # a real node is a VM of about 1 GiB: reservations it can hold (the eviction threshold adds
+    # 100Mi), or setup refuses the node as the kubelet would
     "--kube-reserved",
-    "cpu=500m,memory=2Gi",
+    "cpu=100m,memory=128Mi" if REAL else "cpu=500m,memory=2Gi",
     "--system-reserved",
-    "cpu=500m,memory=1Gi",
+    "cpu=100m,memory=128Mi" if REAL else "cpu=500m,memory=1Gi",
     "--enforce",
     "pods,system-reserved",
 ]
