@@ -464,7 +464,11 @@ struct job {
     const struct layout *lay;
     int rootfd;
     const char *const *dirs;
-    int *fds; /* sampler only */
+    int *fds;          /* sampler only */
+    int *dirfds;       /* sampler only: per dir, its kept O_PATH fd or -1 */
+    long ndirfds;      /* sampler only: dirs [0, ndirfds) may keep a dir fd */
+    const long *kept;  /* sampler only: per spec, dirs [0, kept[f]) keep that file open */
+    long row;          /* split threads on multiples of this many items (1 = anywhere) */
     int check_nlink;
     size_t bufsize;
     uint64_t *vals;
@@ -518,6 +522,20 @@ static int open_in_dir(const struct job *j, int dirfd, const char *dir, const st
     return open_component(dirfd, it->spec->name, O_RDONLY);
 }
 
+/* One read() into buf, then close(fd); errno is read()'s. */
+static ssize_t read_close(int fd, char *buf, size_t n)
+{
+    ssize_t r;
+
+    do
+        r = read(fd, buf, n);
+    while (r < 0 && errno == EINTR);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return r;
+}
+
 static void *read_worker(void *arg)
 {
     struct job *j = arg;
@@ -543,12 +561,7 @@ static void *read_worker(void *arg)
             fill(it.spec->ncells, it.v, it.s, errno_status(-fd));
             continue;
         }
-        do
-            n = read(fd, j->buf, j->bufsize);
-        while (n < 0 && errno == EINTR);
-        int e = errno;
-        close(fd);
-        errno = e;
+        n = read_close(fd, j->buf, j->bufsize);
         parse_read(it.spec, it.tab, n, j->buf, j->bufsize, it.v, it.s);
     }
     if (dirfd >= 0 && dirfd != j->rootfd)
@@ -556,7 +569,49 @@ static void *read_worker(void *arg)
     return NULL;
 }
 
-static int reopen_if_gone(struct job *j, long i, long d, const cg_spec *spec, ssize_t *n)
+/* Dir d's kept O_PATH fd, opened on first use (the root's own fd for ""), or -errno. */
+static int dir_fd(struct job *j, long d)
+{
+    const char *dir = j->dirs[d];
+
+    if (!*dir)
+        return j->rootfd;
+    if (j->dirfds[d] < 0) {
+        int fd = open_beneath(j->rootfd, dir, O_PATH | O_DIRECTORY, 0);
+        if (fd < 0)
+            return fd;
+        j->dirfds[d] = fd;
+    }
+    return j->dirfds[d];
+}
+
+static void drop_dir_fd(struct job *j, long d)
+{
+    if (j->dirfds[d] >= 0) {
+        close(j->dirfds[d]);
+        j->dirfds[d] = -1;
+    }
+}
+
+/* Opens cell (d, f): an openat through the dir's kept fd when the policy gives it one (the
+ * path is resolved once, not per file per sample), else beneath the root. A removed cgroup's
+ * dir fd answers ENOENT: the dir is reopened once, so a re-created cgroup comes back. */
+static int open_item(struct job *j, const struct item *it)
+{
+    if (it->d >= j->ndirfds || j->lay->nested[it->f])
+        return open_cell(j->rootfd, j->dirs[it->d], it->spec);
+    int dfd = dir_fd(j, it->d);
+    int fd = dfd < 0 ? dfd : open_component(dfd, it->spec->name, O_RDONLY);
+
+    if ((fd == -ENOENT || fd == -ENODEV) && dfd >= 0 && dfd != j->rootfd) {
+        drop_dir_fd(j, it->d);
+        dfd = dir_fd(j, it->d);
+        fd = dfd < 0 ? dfd : open_component(dfd, it->spec->name, O_RDONLY);
+    }
+    return fd;
+}
+
+static int reopen_if_gone(struct job *j, long i, const struct item *it, ssize_t *n)
 {
     int gone = *n < 0 && (errno == ENODEV || errno == ENOENT);
     int fd;
@@ -569,7 +624,7 @@ static int reopen_if_gone(struct job *j, long i, long d, const cg_spec *spec, ss
         return 0;
     close(j->fds[i]);
     j->fds[i] = -1;
-    fd = open_cell(j->rootfd, j->dirs[d], spec);
+    fd = open_item(j, it);
     if (fd < 0)
         return fd;
     j->fds[i] = fd;
@@ -587,8 +642,19 @@ static void *sample_worker(void *arg)
         ssize_t n;
 
         item_cells(j, &it);
+        if (it.d >= j->kept[it.f]) {
+            /* not kept: opened, read and closed, so no fd and no seq_file page between samples */
+            int fd = open_item(j, &it);
+            if (fd < 0) {
+                fill(it.spec->ncells, it.v, it.s, errno_status(-fd));
+                continue;
+            }
+            n = read_close(fd, j->buf, j->bufsize);
+            parse_read(it.spec, it.tab, n, j->buf, j->bufsize, it.v, it.s);
+            continue;
+        }
         if (j->fds[i] < 0) {
-            int fd = open_cell(j->rootfd, j->dirs[it.d], it.spec);
+            int fd = open_item(j, &it);
             if (fd < 0) {
                 fill(it.spec->ncells, it.v, it.s, errno_status(-fd));
                 continue;
@@ -596,7 +662,7 @@ static void *sample_worker(void *arg)
             j->fds[i] = fd;
         }
         n = pread_retry(j->fds[i], j->buf, j->bufsize);
-        int rc = reopen_if_gone(j, i, it.d, it.spec, &n);
+        int rc = reopen_if_gone(j, i, &it, &n);
         if (rc < 0) {
             fill(it.spec->ncells, it.v, it.s, errno_status(-rc));
             continue;
@@ -620,6 +686,15 @@ static int pick_threads(int nthreads, long items)
     return n < 1 ? 1 : (int)n;
 }
 
+/* Where thread t's share starts: a multiple of row, so no row is shared by two threads. */
+static long cut(long total, int t, int n, long row)
+{
+    if (t == n)
+        return total;
+    long c = total * t / n;
+    return c - c % row;
+}
+
 /* Splits items [0, total) over threads; the calling thread takes the first share. */
 static int run_jobs(const struct job *proto, long total, int nthreads, void *(*fn)(void *))
 {
@@ -630,8 +705,8 @@ static int run_jobs(const struct job *proto, long total, int nthreads, void *(*f
 
     for (int t = 0; t < n; t++) {
         jobs[t] = *proto;
-        jobs[t].lo = total * t / n;
-        jobs[t].hi = total * (t + 1) / n;
+        jobs[t].lo = cut(total, t, n, proto->row);
+        jobs[t].hi = cut(total, t + 1, n, proto->row);
         jobs[t].buf = malloc(proto->bufsize);
         if (!jobs[t].buf) {
             for (int u = 0; u < t; u++)
@@ -703,7 +778,8 @@ int cg_read(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
         return -ENOMEM;
     }
     struct job proto = {
-        .lay = lay, .rootfd = rootfd, .dirs = dirs, .bufsize = bufsize, .vals = vals, .st = st,
+        .lay = lay, .rootfd = rootfd, .dirs = dirs, .row = 1, .bufsize = bufsize, .vals = vals,
+        .st = st,
     };
     rc = run_jobs(&proto, (long)ndirs * nspecs, nthreads, read_worker);
     free(lay);
@@ -722,7 +798,10 @@ struct cg_sampler {
     cg_spec *specs; /* deep copies */
     struct layout *lay;
     char **dirs;
-    int *fds; /* ndirs * nspecs, -1 = not open */
+    int *fds;    /* ndirs * nspecs, -1 = not open */
+    int *dirfds; /* ndirs, -1 = not open */
+    long ndirfds; /* policy: dirs [0, ndirfds) may keep an O_PATH fd */
+    long *kept;   /* policy, per spec: dirs [0, kept[f]) keep that file open */
 };
 
 static void free_specs(cg_spec *specs, int nspecs)
@@ -791,10 +870,13 @@ cg_sampler *cg_sampler_new(int rootfd, const cg_spec *specs, int nspecs, size_t 
     s->check_nlink = check_nlink;
     s->specs = copy_specs(specs, nspecs);
     s->lay = s->specs ? make_layout(s->specs, nspecs) : NULL;
-    if (!s->lay) {
+    s->kept = malloc(sizeof *s->kept * (size_t)(nspecs > 0 ? nspecs : 1));
+    if (!s->lay || !s->kept) {
         cg_sampler_free(s);
         return NULL;
     }
+    for (int f = 0; f < nspecs; f++)
+        s->kept[f] = LONG_MAX;
     return s;
 }
 
@@ -805,6 +887,23 @@ static void close_row(int *row, int nspecs)
             close(row[f]);
 }
 
+/* Closes the fds the policy no longer keeps. */
+static void trim_to_policy(cg_sampler *s)
+{
+    for (long d = 0; d < s->ndirs; d++) {
+        int *row = &s->fds[(size_t)d * s->nspecs];
+        for (int f = 0; f < s->nspecs; f++)
+            if (d >= s->kept[f] && row[f] >= 0) {
+                close(row[f]);
+                row[f] = -1;
+            }
+        if (d >= s->ndirfds && s->dirfds[d] >= 0) {
+            close(s->dirfds[d]);
+            s->dirfds[d] = -1;
+        }
+    }
+}
+
 int cg_sampler_set_dirs(cg_sampler *s, const char *dirbuf, const size_t *dir_offs, int ndirs,
                         const int *carry)
 {
@@ -812,13 +911,14 @@ int cg_sampler_set_dirs(cg_sampler *s, const char *dirbuf, const size_t *dir_off
     char *taken = calloc((size_t)(s->ndirs > 0 ? s->ndirs : 1), 1);
     char **dirs = calloc((size_t)(ndirs > 0 ? ndirs : 1), sizeof *dirs);
     int *fds = malloc(cells * sizeof *fds);
+    int *dirfds = malloc(sizeof *dirfds * (size_t)(ndirs > 0 ? ndirs : 1));
     int rc = -ENOMEM;
 
     if (ndirs < 0 || check_dirs(dirbuf, dir_offs, ndirs) < 0) {
         rc = -EINVAL;
         goto fail;
     }
-    if (!taken || !dirs || !fds)
+    if (!taken || !dirs || !fds || !dirfds)
         goto fail;
     for (int d = 0; d < ndirs; d++) {
         int c = carry[d];
@@ -837,18 +937,24 @@ int cg_sampler_set_dirs(cg_sampler *s, const char *dirbuf, const size_t *dir_off
         int c = carry[d];
         for (int f = 0; f < s->nspecs; f++)
             fds[(size_t)d * s->nspecs + f] = c >= 0 ? s->fds[(size_t)c * s->nspecs + f] : -1;
+        dirfds[d] = c >= 0 ? s->dirfds[c] : -1;
     }
     for (int d = 0; d < s->ndirs; d++) {
-        if (!taken[d])
+        if (!taken[d]) {
             close_row(&s->fds[(size_t)d * s->nspecs], s->nspecs);
+            close_row(&s->dirfds[d], 1);
+        }
         free(s->dirs[d]);
     }
     free(s->dirs);
     free(s->fds);
+    free(s->dirfds);
     free(taken);
     s->dirs = dirs;
     s->fds = fds;
+    s->dirfds = dirfds;
     s->ndirs = ndirs;
+    trim_to_policy(s);
     return 0;
 fail:
     if (dirs)
@@ -856,8 +962,23 @@ fail:
             free(dirs[d]);
     free(dirs);
     free(fds);
+    free(dirfds);
     free(taken);
     return rc;
+}
+
+int cg_sampler_set_policy(cg_sampler *s, long ndirfds, const long *kept)
+{
+    if (ndirfds < 0)
+        return -EINVAL;
+    for (int f = 0; kept && f < s->nspecs; f++)
+        if (kept[f] < 0)
+            return -EINVAL;
+    s->ndirfds = ndirfds;
+    for (int f = 0; f < s->nspecs; f++)
+        s->kept[f] = kept ? kept[f] : LONG_MAX;
+    trim_to_policy(s);
+    return 0;
 }
 
 int cg_sampler_sample(cg_sampler *s, int nthreads, uint64_t *vals, uint8_t *st)
@@ -869,6 +990,10 @@ int cg_sampler_sample(cg_sampler *s, int nthreads, uint64_t *vals, uint8_t *st)
         .rootfd = s->rootfd,
         .dirs = (const char *const *)s->dirs,
         .fds = s->fds,
+        .dirfds = s->dirfds,
+        .ndirfds = s->ndirfds,
+        .kept = s->kept,
+        .row = s->nspecs,
         .check_nlink = s->check_nlink,
         .bufsize = s->bufsize,
         .vals = vals,
@@ -883,10 +1008,13 @@ void cg_sampler_free(cg_sampler *s)
         return;
     for (int d = 0; d < s->ndirs; d++) {
         close_row(&s->fds[(size_t)d * s->nspecs], s->nspecs);
+        close_row(&s->dirfds[d], 1);
         free(s->dirs[d]);
     }
     free(s->dirs);
     free(s->fds);
+    free(s->dirfds);
+    free(s->kept);
     free(s->lay);
     free_specs(s->specs, s->nspecs);
     free(s);

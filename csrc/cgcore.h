@@ -59,7 +59,8 @@ int cg_read(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
             const cg_spec *specs, int nspecs, size_t bufsize, int nthreads, uint64_t *vals,
             uint8_t *st);
 
-/* Persistent sampler: keeps one fd per (dir, file) and re-reads with pread. check_nlink:
+/* Persistent sampler: by default keeps one fd per (dir, file) and re-reads with pread (see
+ * cg_sampler_set_policy for keeping fewer). check_nlink:
  * also treat a file whose link count fell to 0 as vanished (for non-cgroupfs test trees,
  * where a removed file stays readable; cgroupfs answers ENODEV instead). */
 cg_sampler *cg_sampler_new(int rootfd, const cg_spec *specs, int nspecs, size_t bufsize,
@@ -68,6 +69,12 @@ cg_sampler *cg_sampler_new(int rootfd, const cg_spec *specs, int nspecs, size_t 
  * dirs nobody carries are closed. Returns 0 or -errno. */
 int cg_sampler_set_dirs(cg_sampler *s, const char *dirbuf, const size_t *dir_offs, int ndirs,
                         const int *carry);
+/* Which fds persist between samples. Dirs [0, ndirfds) keep an O_PATH fd (opened at first
+ * use), through which their files not kept are opened with openat, read and closed; dir d
+ * keeps file f open (one pread per sample) when d < kept[f]; kept NULL = every file of every
+ * dir. Other files are opened beneath the root each sample. Defaults: ndirfds 0, kept NULL.
+ * Fds the new policy does not keep are closed. Returns 0 or -EINVAL (a negative count). */
+int cg_sampler_set_policy(cg_sampler *s, long ndirfds, const long *kept);
 int cg_sampler_sample(cg_sampler *s, int nthreads, uint64_t *vals, uint8_t *st);
 void cg_sampler_free(cg_sampler *s);
 

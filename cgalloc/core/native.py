@@ -77,7 +77,8 @@ def _raise_errno(rc: int, what: str, dirs: Sequence[str] = ()) -> None:
 
 
 class Sampler(r.Closing):
-    """Keeps every (dir, file) open and re-reads it with one pread per sample."""
+    """Keeps every (dir, file) open and re-reads it with one pread per sample, or what
+    :meth:`set_policy` says."""
 
     def __init__(self, root: Root, dirs, specs, threads: int, bufsize: int, detect_unlinked: bool):
         r.check_bufsize(bufsize)
@@ -104,6 +105,14 @@ class Sampler(r.Closing):
         rc = lib.cg_sampler_set_dirs(self._live(), dirbuf, offs, len(dirs), carry)
         _raise_errno(rc, "sampler update", dirs)
         self.dirs = dirs
+
+    def set_policy(self, dirfds: int, kept: Sequence[int] | None = None) -> None:
+        """Keep an O_PATH fd for the first ``dirfds`` dirs and file f open for the first
+        ``kept[f]`` dirs (None: every file of every dir); the rest is opened, read and closed
+        each sample (through the dir's fd where it has one). Fds no longer kept close now."""
+        counts = r.policy_counts(dirfds, kept, len(self.specs))
+        arr = ffi.NULL if counts is None else ffi.new("long[]", counts or [0])
+        _raise_errno(lib.cg_sampler_set_policy(self._live(), dirfds, arr), "sampler policy")
 
     def sample(self) -> r.Snapshot:
         """Re-read everything; a vanished cgroup's cells say ENOENT and its fds are closed."""

@@ -107,7 +107,8 @@ def _buffers(ncells: int) -> tuple[array, bytearray]:
 
 
 class Sampler(r.Closing):
-    """Keeps every (dir, file) open and re-reads it with one pread per sample."""
+    """Keeps every (dir, file) open and re-reads it with one pread per sample, or what
+    :meth:`set_policy` says."""
 
     def __init__(self, root: Root, dirs, specs, threads: int, bufsize: int, detect_unlinked: bool):
         r.check_bufsize(bufsize)
@@ -118,6 +119,9 @@ class Sampler(r.Closing):
         self._bufsize = bufsize
         self._offs, self._per_dir = r.cell_offsets(self.specs)
         self._fds: dict[tuple[str, int], int] = {}  # (dir, spec index) -> open fd
+        self._dirfds: dict[str, int] = {}  # dir -> its O_PATH fd
+        self._ndirfds = 0
+        self._kept: list[int] | None = None  # None: every file of every dir
         self._closed = False
         self.dirs: tuple[str, ...] = ()
         self.update(dirs)
@@ -127,10 +131,26 @@ class Sampler(r.Closing):
         dirs = r.distinct_dirs(dirs)
         r.check_dirs(dirs)
         self._live()
-        keep = set(dirs)
-        for key in [k for k in self._fds if k[0] not in keep]:
-            os.close(self._fds.pop(key))
         self.dirs = dirs
+        self._trim()
+
+    def set_policy(self, dirfds: int, kept: Sequence[int] | None = None) -> None:
+        """As the native core's: dir fds for the first ``dirfds`` dirs, file f kept open for
+        the first ``kept[f]`` dirs; fds no longer kept close now."""
+        self._kept = r.policy_counts(dirfds, kept, len(self.specs))
+        self._ndirfds = dirfds
+        self._trim()
+
+    def _keeps(self, d: int, f: int) -> bool:
+        return self._kept is None or d < self._kept[f]
+
+    def _trim(self) -> None:
+        index = {d: i for i, d in enumerate(self.dirs)}
+        gone = [k for k in self._fds if k[0] not in index or not self._keeps(index[k[0]], k[1])]
+        for key in gone:
+            os.close(self._fds.pop(key))
+        for d in [d for d in self._dirfds if index.get(d, self._ndirfds) >= self._ndirfds]:
+            os.close(self._dirfds.pop(d))
 
     def sample(self) -> r.Snapshot:
         """Re-read everything; a vanished cgroup's cells say ENOENT and its fds are closed."""
@@ -138,34 +158,65 @@ class Sampler(r.Closing):
         values, status = _buffers(len(self.dirs) * self._per_dir)
         for d, directory in enumerate(self.dirs):
             for f, spec in enumerate(self.specs):
-                cells = self._sample_one(directory, f, spec)
+                if self._keeps(d, f):
+                    cells = self._sample_one(d, directory, f, spec)
+                else:
+                    cells = self._read_once(d, directory, spec)
                 _store(values, status, d * self._per_dir + self._offs[f], cells)
         return r.Snapshot(self.dirs, self.specs, values, status)
 
-    def _sample_one(self, directory: str, f: int, spec: FileSpec) -> list[tuple[int, int]]:
+    def _open(self, d: int, directory: str, spec: FileSpec) -> int:
+        """The file, through the dir's kept fd when it may have one (reopened once when the
+        cgroup was removed and re-created), else beneath the root."""
+        if d >= self._ndirfds or not directory or "/" in spec.name:
+            return _open_beneath(self.root._fileno(), r.join(directory, spec.name), os.O_RDONLY)
+        for attempt in (0, 1):
+            dfd = self._dirfds.get(directory)
+            if dfd is None:
+                dfd = _open_beneath(self.root._fileno(), directory, os.O_PATH | os.O_DIRECTORY)
+                self._dirfds[directory] = dfd
+            try:
+                return _open_component(dfd, spec.name, os.O_RDONLY)
+            except OSError as exc:
+                if attempt or exc.errno not in (errno.ENOENT, errno.ENODEV):
+                    raise
+                os.close(self._dirfds.pop(directory))
+        raise AssertionError("unreachable")
+
+    def _read_once(self, d: int, directory: str, spec: FileSpec) -> list[tuple[int, int]]:
+        try:
+            fd = self._open(d, directory, spec)
+        except OSError as exc:
+            return [(r.errno_status(exc.errno), 0)] * spec.ncells
+        try:
+            return _read_cells(fd, spec, self._bufsize, pread=False)
+        finally:
+            os.close(fd)
+
+    def _sample_one(self, d: int, directory: str, f: int, spec: FileSpec) -> list[tuple[int, int]]:
         key = (directory, f)
         fd = self._fds.get(key)
         if fd is None:
-            return self._reopen(key, spec)
+            return self._reopen(d, key, spec)
         try:
             data = os.pread(fd, self._bufsize, 0)
         except OSError as exc:
             if exc.errno not in (errno.ENODEV, errno.ENOENT):
                 return [(r.errno_status(exc.errno), 0)] * spec.ncells
-            return self._reopen(key, spec)
+            return self._reopen(d, key, spec)
         if self._detect_unlinked and os.fstat(fd).st_nlink == 0:
-            return self._reopen(key, spec)
+            return self._reopen(d, key, spec)
         if len(data) >= self._bufsize:
             return [(r.ETOOLONG, 0)] * spec.ncells
         return parse(spec, data)
 
-    def _reopen(self, key: tuple[str, int], spec: FileSpec) -> list[tuple[int, int]]:
+    def _reopen(self, d: int, key: tuple[str, int], spec: FileSpec) -> list[tuple[int, int]]:
         """(Re)open once and read; a file that cannot be opened is reported, not raised."""
         old = self._fds.pop(key, None)
         if old is not None:
             os.close(old)
         try:
-            fd = _open_beneath(self.root._fileno(), r.join(key[0], spec.name), os.O_RDONLY)
+            fd = self._open(d, key[0], spec)
         except OSError as exc:
             return [(r.errno_status(exc.errno), 0)] * spec.ncells
         self._fds[key] = fd
@@ -176,9 +227,10 @@ class Sampler(r.Closing):
             raise ValueError("sampler is closed")
 
     def close(self) -> None:
-        for fd in self._fds.values():
+        for fd in [*self._fds.values(), *self._dirfds.values()]:
             os.close(fd)
         self._fds.clear()
+        self._dirfds.clear()
         self._closed = True
 
     def __del__(self) -> None:

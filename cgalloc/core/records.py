@@ -89,6 +89,18 @@ def check_bufsize(bufsize: int) -> None:
         raise ValueError(f"bufsize must be at least 2, not {bufsize}")
 
 
+def policy_counts(dirfds: int, kept: Sequence[int] | None, nspecs: int) -> list[int] | None:
+    """A sampler policy's per-spec kept counts, checked; ValueError names the bad one."""
+    if dirfds < 0:
+        raise ValueError(f"dirfds must be a count >= 0, not {dirfds}")
+    if kept is None:
+        return None
+    counts = [int(k) for k in kept]
+    if len(counts) != nspecs or min(counts, default=0) < 0:
+        raise ValueError(f"kept must be {nspecs} counts >= 0, one per file spec, not {kept!r}")
+    return counts
+
+
 def distinct_dirs(dirs: Sequence[str]) -> tuple[str, ...]:
     """A sampler's directories as a tuple; ValueError when one repeats."""
     dirs = tuple(dirs)
