@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cgalloc import core, tree
+from cgalloc import core, sampler_policy, tree
 from cgalloc.capacity import max_pids
 from cgalloc.cgroupfs import Hierarchy, controller_dirs, detect
 from cgalloc.core.records import MAX, OK, FileSpec, Snapshot
@@ -231,13 +231,8 @@ class MountPlan:
 
 
 def kept_open(f: Field) -> bool:
-    """Whether the sampler keeps ``f``'s file open between samples: one-line files only.
-
-    Every cgroupfs file read through a kept descriptor pins a 4 KiB seq_file page plus its
-    struct file (~4.5 KiB measured); a warm ``pread`` of a one-line file costs ~2-3 µs against
-    ~12 µs for open+read+close, but ``memory.stat`` and ``cpu.stat`` are generated on every read
-    and gain little (16-29 µs warm, about their cold cost), so they are re-read cold.
-    """
+    """Whether ``f``'s file is a one-line file: the kind :mod:`cgalloc.sampler_policy` ranks
+    first for a kept descriptor (a keyed file such as memory.stat gains about half as much)."""
     return f.key is None
 
 
@@ -284,7 +279,7 @@ def open_hierarchy(path: str) -> tuple[Hierarchy, bool]:
         return plain, True
 
 
-# fds kept free beyond the sampler's: Python, the roots, output, and the cold reads' opens
+# fds kept free beyond the sampler's: Python, the roots, output, and the reads' own opens
 FD_RESERVE = 64
 
 
@@ -310,67 +305,62 @@ class TreeReader:
     """Reads :data:`V1_FIELDS` / :data:`V2_FIELDS` of many cgroups through the core.
 
     One core root per mount. ``allow_any_fs`` lets a plain directory tree be read. Repeated
-    samples keep the :func:`kept_open` files open and re-read the rest cold.
+    samples keep the descriptors :mod:`cgalloc.sampler_policy` chooses open between calls.
     """
 
     def __init__(self, hierarchy: Hierarchy, allow_any_fs: bool = False, threads: int = 0):
         self.hierarchy = hierarchy
         self.threads = threads
         self.plans = mount_plans(hierarchy)
-        self.kept_plans = mount_plans(hierarchy, kept_open)
-        self.cold_plans = mount_plans(hierarchy, lambda f: not kept_open(f))
         self._root_of = {
             p.path: core.open_root(p.path, allow_any_fs=allow_any_fs) for p in self.plans
         }
         self.roots = [self._root_of[p.path] for p in self.plans]
         self._samplers: list | None = None
         self._dirs: tuple[str, ...] = ()
-        self._fds_per_dir = sum(len(p.specs) for p in self.kept_plans)
+        self.policy: sampler_policy.FdPolicy | None = None
         self._other_fds = 0  # open before the samplers were, counted once
         self._warnings: list[str] = []
         self._warned = False
         self._calls = 0  # sample() calls so far
 
-    def _records(
-        self, dirs: Sequence[str], snaps: Sequence[Snapshot], plans: Sequence[MountPlan] = ()
-    ) -> list[CgroupStats]:
-        """Records of ``dirs`` from one snapshot per plan (``plans`` default: every field)."""
+    def _records(self, dirs: Sequence[str], snaps: Sequence[Snapshot]) -> list[CgroupStats]:
+        """Records of ``dirs`` from one snapshot per plan."""
         now = time.monotonic_ns()
         raws: list[Raw] = [{} for _ in dirs]
         found = [False] * len(dirs)
-        for plan, snap in zip(plans or self.plans, snaps, strict=True):
+        for plan, snap in zip(self.plans, snaps, strict=True):
             plan.fill(snap, raws, found)
         return [build(d, raw, now, ok) for d, raw, ok in zip(dirs, raws, found, strict=True)]
 
-    def _cold(self, dirs: Sequence[str], plans: Sequence[MountPlan]) -> list[Snapshot]:
-        return [self._root_of[p.path].read(dirs, p.specs, threads=self.threads) for p in plans]
-
     def read(self, dirs: Sequence[str]) -> list[CgroupStats]:
         """One cold read: open, read, parse, close every file."""
-        return self._records(dirs, self._cold(dirs, self.plans))
+        snaps = [self._root_of[p.path].read(dirs, p.specs, threads=self.threads)
+                 for p in self.plans]  # fmt: skip
+        return self._records(dirs, snaps)
 
-    def _warm_count(self, ndirs: int) -> int:
-        """How many dirs may keep their files open, raising RLIMIT_NOFILE first if that helps."""
-        per_dir = max(self._fds_per_dir, 1)
-        soft = raise_nofile(self._other_fds + FD_RESERVE + ndirs * per_dir)
-        fit = max((soft - self._other_fds - FD_RESERVE) // per_dir, 0)
-        if fit < ndirs and not self._warned:
+    def _choose(self, ndirs: int) -> sampler_policy.FdPolicy:
+        """The fd policy for ``ndirs`` cgroups, raising RLIMIT_NOFILE first if that helps."""
+        specs = [p.specs for p in self.plans]
+        want = sampler_policy.choose(specs, ndirs, 1 << 30).fds(len(specs))
+        soft = raise_nofile(self._other_fds + FD_RESERVE + want)
+        policy = sampler_policy.choose(specs, ndirs, soft - self._other_fds - FD_RESERVE)
+        if policy.dirfds < ndirs and not self._warned:
             self._warned = True
             self._warnings.append(
-                f"the open-file limit (RLIMIT_NOFILE {soft}) holds the {per_dir} files of only "
-                f"{fit} of {ndirs} cgroups; the rest are re-opened on every sample (raise the "
-                "hard limit, e.g. ulimit -Hn, to keep them all open)"
+                f"the open-file limit (RLIMIT_NOFILE {soft}) holds directory descriptors for "
+                f"only {policy.dirfds} of {ndirs} cgroups; the rest are opened by path on every "
+                "sample (raise the hard limit, e.g. ulimit -Hn, to sample them faster)"
             )
-        return min(fit, ndirs)
+        return policy
 
     def sample(self, dirs: Sequence[str]) -> list[CgroupStats]:
-        """A warm read: the one-line files stay open between calls and are re-read with pread;
-        the generated ones (memory.stat, cpu.stat) are opened and read afresh each time.
+        """A warm read: the descriptors the policy keeps stay open between calls (kept files
+        are re-read with pread, the others opened through their directory's kept fd).
 
         The first call reads cold and opens nothing: a single read never keeps files open.
-
-        When RLIMIT_NOFILE cannot hold every kept file open, the dirs past the ones that fit
-        are read cold instead; :meth:`pop_warnings` says so once.
+        When RLIMIT_NOFILE cannot hold a directory fd for every cgroup, the rest are opened by
+        path; :meth:`pop_warnings` says so once.
         """
         dirs = tuple(dirs)
         self._calls += 1
@@ -380,21 +370,19 @@ class TreeReader:
             return self.read(dirs)
         if self._samplers is None:
             self._other_fds = open_fd_count()
-        warm = dirs[: self._warm_count(len(dirs))]
-        if self._samplers is None:
             self._samplers = [
-                self._root_of[p.path].sampler(warm, p.specs, threads=self.threads)
-                for p in self.kept_plans
+                self._root_of[p.path].sampler(dirs, p.specs, threads=self.threads)
+                for p in self.plans
             ]
-        elif warm != self._dirs:
+        elif dirs != self._dirs:
             for s in self._samplers:
-                s.update(warm)
-        self._dirs = warm
-        snaps = [s.sample() for s in self._samplers] + self._cold(warm, self.cold_plans)
-        recs = self._records(warm, snaps, [*self.kept_plans, *self.cold_plans])
-        if len(warm) < len(dirs):
-            recs += self.read(dirs[len(warm) :])
-        return recs
+                s.update(dirs)
+        if dirs != self._dirs or self.policy is None:
+            self.policy = self._choose(len(dirs))
+            for s, p in zip(self._samplers, self.plans, strict=True):
+                s.set_policy(self.policy.dirfds, self.policy.counts(p.specs))
+        self._dirs = dirs
+        return self._records(dirs, [s.sample() for s in self._samplers])
 
     def pop_warnings(self) -> list[str]:
         """Warnings raised since the last call (each is raised once per reader)."""

@@ -1,11 +1,19 @@
 /* floor: the cost of reading cgroup files with nothing on top, for bench/ to compare against.
  *
- *   floor cold|warm ITERATIONS [FILE...]   (files from stdin, one per line, when none given)
+ *   floor cold|warm|dirfd|mixed ITERATIONS [FILE...]   (files from stdin, one per line)
+ *   floor hold [FILE...]                                (see below)
  *
- * cold: open/read/close per file per iteration. warm: open once, then one pread per file per
- * iteration. Prints "<mode> <files> <ns per file>" on stdout: the fastest iteration, since on a
- * shared machine other load only ever adds time (the bench takes the best round everywhere).
- * Single-threaded.
+ * cold: open/read/close by path per file per iteration. warm: open once, then one pread per
+ * file per iteration. dirfd: an O_PATH fd per directory kept, then openat+read+close per file
+ * per iteration. mixed: each line is "k PATH" (warm), "d PATH" (dirfd) or "c PATH" (cold): the
+ * access pattern of a sampler keeping some files and dir fds. Prints "<mode> <files> <ns per
+ * file>" on stdout: the fastest iteration, since on a shared machine other load only ever adds
+ * time. Single-threaded.
+ *
+ * hold: reads the "k|d PATH" lines, waits for a line "go" on stdin, opens them as mixed would
+ * keep them (k: open + one read, so the seq_file page is allocated; d: the O_PATH dir fd),
+ * prints "held <fds>", and exits at end of input: the bench measures what the kept fds cost
+ * the cgroup it runs in.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -17,6 +25,13 @@
 
 static char buf[65536];
 
+struct file {
+    char mode;  /* 'k', 'd' or 'c' */
+    char *path;
+    const char *name; /* basename, for openat */
+    int fd;     /* k: the file; d: its directory (shared with files of the same dir) */
+};
+
 static double now_ns(void)
 {
     struct timespec ts;
@@ -24,67 +39,119 @@ static double now_ns(void)
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-int main(int argc, char **argv)
+static int add(struct file **files, size_t *n, size_t *cap, char mode, const char *path)
 {
-    char **files = NULL, line[4096];
-    size_t nfiles = 0, cap = 0;
-    long iters;
-    int warm;
-
-    if (argc < 3 || (strcmp(argv[1], "cold") && strcmp(argv[1], "warm"))) {
-        fprintf(stderr, "usage: %s cold|warm ITERATIONS [FILE...]\n", argv[0]);
-        return 2;
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        *files = realloc(*files, *cap * sizeof **files);
+        if (!*files)
+            return -1;
     }
-    warm = strcmp(argv[1], "warm") == 0;
-    iters = atol(argv[2]);
-    if (argc > 3) {
-        files = argv + 3;
-        nfiles = (size_t)(argc - 3);
-    } else {
-        while (fgets(line, sizeof line, stdin)) {
-            line[strcspn(line, "\n")] = '\0';
-            if (!*line)
+    struct file *f = &(*files)[(*n)++];
+    f->mode = mode;
+    f->path = strdup(path);
+    const char *slash = strrchr(f->path, '/');
+    f->name = slash ? slash + 1 : f->path;
+    f->fd = -1;
+    return f->path ? 0 : -1;
+}
+
+/* Opens what the mode keeps: a k file (read once), a d file's directory (once per dir). */
+static int keep_open(struct file *files, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct file *f = &files[i];
+        if (f->mode == 'k') {
+            f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
+            if (f->fd < 0 || pread(f->fd, buf, sizeof buf, 0) < 0)
+                return perror(f->path), -1;
+        } else if (f->mode == 'd') {
+            if (i && files[i - 1].mode == 'd' && files[i - 1].name - files[i - 1].path ==
+                f->name - f->path && !strncmp(files[i - 1].path, f->path,
+                (size_t)(f->name - f->path))) {
+                f->fd = files[i - 1].fd;
                 continue;
-            if (nfiles == cap) {
-                cap = cap ? cap * 2 : 64;
-                files = realloc(files, cap * sizeof *files);
-                if (!files)
-                    return 1;
             }
-            files[nfiles++] = strdup(line);
+            char dir[4096];
+            size_t len = f->name > f->path ? (size_t)(f->name - f->path - 1) : 0;
+            memcpy(dir, f->path, len);
+            dir[len] = '\0';
+            f->fd = open(len ? dir : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+            if (f->fd < 0)
+                return perror(dir), -1;
         }
     }
-    if (nfiles == 0 || iters < 1) {
+    return 0;
+}
+
+static int read_one(const struct file *f)
+{
+    if (f->mode == 'k')
+        return pread(f->fd, buf, sizeof buf, 0) < 0 ? -1 : 0;
+    int fd = f->mode == 'd' ? openat(f->fd, f->name, O_RDONLY | O_CLOEXEC)
+                            : open(f->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, buf, sizeof buf) < 0)
+        return -1;
+    close(fd);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct file *files = NULL;
+    char line[4096];
+    size_t nfiles = 0, cap = 0;
+    const char *mode = argc > 1 ? argv[1] : "";
+    int hold = strcmp(mode, "hold") == 0, mixed = hold || strcmp(mode, "mixed") == 0;
+    char fixed = !strcmp(mode, "cold") ? 'c' : !strcmp(mode, "warm") ? 'k'
+               : !strcmp(mode, "dirfd") ? 'd' : 0;
+
+    if ((!fixed && !mixed) || argc < (hold ? 2 : 3)) {
+        fprintf(stderr, "usage: %s cold|warm|dirfd|mixed ITERATIONS [FILE...] | hold\n", argv[0]);
+        return 2;
+    }
+    long iters = hold ? 0 : atol(argv[2]);
+    int first = hold ? 2 : 3;
+    for (int a = first; a < argc; a++)
+        if (add(&files, &nfiles, &cap, fixed, argv[a]) < 0)
+            return 1;
+    while (argc <= first && fgets(line, sizeof line, stdin)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (hold && !strcmp(line, "go"))
+            break;
+        if (!*line)
+            continue;
+        int ok = mixed ? strlen(line) > 2 && strchr("kdc", line[0]) && line[1] == ' ' : 1;
+        if (!ok) {
+            fprintf(stderr, "floor: a line must be 'k|d|c PATH': %s\n", line);
+            return 2;
+        }
+        if (add(&files, &nfiles, &cap, mixed ? line[0] : fixed, mixed ? line + 2 : line) < 0)
+            return 1;
+    }
+    if (nfiles == 0 || (!hold && iters < 1)) {
         fprintf(stderr, "floor: no files or no iterations\n");
         return 2;
     }
-    int *fds = malloc(nfiles * sizeof *fds);
-    if (!fds)
+    if (keep_open(files, nfiles) < 0)
         return 1;
-    if (warm)
-        for (size_t i = 0; i < nfiles; i++)
-            if ((fds[i] = open(files[i], O_RDONLY | O_CLOEXEC)) < 0) {
-                perror(files[i]);
-                return 1;
-            }
+    if (hold) {
+        printf("held %zu\n", nfiles);
+        fflush(stdout);
+        while (fgets(line, sizeof line, stdin))
+            ;
+        return 0;
+    }
     double best = 0;
     for (long it = 0; it < iters; it++) {
         double t0 = now_ns();
-        for (size_t i = 0; i < nfiles; i++) {
-            if (warm) {
-                if (pread(fds[i], buf, sizeof buf, 0) < 0)
-                    return 1;
-                continue;
-            }
-            int fd = open(files[i], O_RDONLY | O_CLOEXEC);
-            if (fd < 0 || read(fd, buf, sizeof buf) < 0)
-                return 1;
-            close(fd);
-        }
+        for (size_t i = 0; i < nfiles; i++)
+            if (read_one(&files[i]) < 0)
+                return perror(files[i].path), 1;
         double t = now_ns() - t0;
         if (it == 0 || t < best)
             best = t;
     }
-    printf("%s %zu %.1f\n", argv[1], nfiles, best / (double)nfiles);
+    printf("%s %zu %.1f\n", mode, nfiles, best / (double)nfiles);
     return 0;
 }

@@ -119,6 +119,50 @@ static void test_many_dirs_threads(int root)
     CHECK(cg_read(root, dirbuf, offs, N, SPECS, NSPECS, 65536, 4, v, st) == 0);
     for (int i = 0; i < N; i++)
         CHECK(st[i * CPD] == CG_OK && v[i * CPD] == (uint64_t)i * 3);
+
+    /* a policy sampler: dir fds for 150 dirs, memory.max kept for 50, cpu.max for 10 */
+    cg_sampler *s = cg_sampler_new(root, SPECS, NSPECS, 65536, 1);
+    int *carry = malloc(N * sizeof *carry);
+    const long kept[NSPECS] = {50, 0, 10}, neg[NSPECS] = {1, -1, 0};
+    uint64_t *w = calloc(N * CPD, sizeof *w);
+    uint8_t *wst = calloc(N * CPD, 1);
+    for (int i = 0; i < N; i++)
+        carry[i] = -1;
+    CHECK(s && carry && w && wst);
+    CHECK(cg_sampler_set_dirs(s, dirbuf, offs, N, carry) == 0);
+    CHECK(cg_sampler_set_policy(s, -1, NULL) == -EINVAL);
+    CHECK(cg_sampler_set_policy(s, 1, neg) == -EINVAL);
+    CHECK(cg_sampler_set_policy(s, 150, kept) == 0);
+    for (int round = 0; round < 2; round++) {
+        CHECK(cg_sampler_sample(s, 4, w, wst) == 0);
+        CHECK(memcmp(w, v, N * CPD * sizeof *v) == 0 && memcmp(wst, st, N * CPD) == 0);
+    }
+    /* p5 (dir fd, kept memory.max) and p120 (dir fd only) removed and re-created */
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/p5' '%s/p120'", base, base);
+    CHECK(system(cmd) == 0);
+    CHECK(cg_sampler_sample(s, 3, w, wst) == 0);
+    CHECK(wst[5 * CPD] == CG_ENOENT && wst[120 * CPD] == CG_ENOENT && wst[6 * CPD] == CG_OK);
+    dir("p5");
+    put("p5/memory.max", "55\n");
+    dir("p120");
+    put("p120/memory.max", "1200\n");
+    CHECK(cg_sampler_sample(s, 2, w, wst) == 0);
+    CHECK(wst[5 * CPD] == CG_OK && w[5 * CPD] == 55);
+    CHECK(wst[120 * CPD] == CG_OK && w[120 * CPD] == 1200);
+    /* keep the last 100 dirs (old 100..199): dir fds and kept fds of the others close */
+    for (int i = 0; i < 100; i++)
+        carry[i] = 100 + i;
+    size_t offs2[101];
+    for (int i = 0; i <= 100; i++)
+        offs2[i] = offs[100 + i] - offs[100];
+    CHECK(cg_sampler_set_dirs(s, dirbuf + offs[100], offs2, 100, carry) == 0);
+    CHECK(cg_sampler_sample(s, 2, w, wst) == 0);
+    CHECK(wst[20 * CPD] == CG_OK && w[20 * CPD] == 1200);
+    cg_sampler_free(s);
+    free(carry);
+    free(w);
+    free(wst);
     free(dirbuf);
     free(v);
     free(st);

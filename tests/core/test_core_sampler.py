@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 
+import pytest
+
 from cgalloc.core import ENOENT, MAX, OK, FileSpec
 
 SPECS = [FileSpec("memory.max"), FileSpec("cpu.stat", "keyed", ("usage_usec", "user_usec"))]
@@ -87,3 +89,75 @@ def test_update_keeps_fds_of_kept_dirs(impl, tree):
     sampler.update(["kubepods/burstable", "kubepods"])
     assert sampler.sample().get(1, 0) == (OK, 104857600)
     sampler.close()
+
+
+# ---- set_policy: kept dir fds, kept files, the rest opened and closed each sample ----------
+
+
+def _fds_under(tree) -> list[str]:
+    return sorted(p for p in _open_fds(tree) if p.startswith(str(tree) + "/"))
+
+
+def test_policy_keeps_dir_fds_and_only_the_kept_files(impl, tree):
+    root = impl.open_root(str(tree), allow_any_fs=True)
+    dirs = ["kubepods", "kubepods/burstable"]
+    with root.sampler(dirs, SPECS) as sampler:
+        sampler.set_policy(dirfds=2, kept=[1, 0])  # memory.max kept for kubepods only
+        snap = sampler.sample()
+        assert snap.get(0, 0) == (OK, 104857600)
+        assert snap.get(1, 0) == (MAX, 0)
+        assert snap.as_dict(0)["cpu.stat"] == {"usage_usec": 1500, "user_usec": 1000}
+        assert _fds_under(tree) == sorted(
+            [str(tree / "kubepods"), str(tree / "kubepods/burstable"),
+             str(tree / "kubepods/memory.max")]
+        )  # fmt: skip
+        # files not kept are read afresh: a replaced file (new inode) shows at once
+        (tree / "kubepods/burstable/memory.max").write_text("77\n")
+        assert sampler.sample().get(1, 0) == (OK, 77)
+        sampler.set_policy(dirfds=0, kept=[0, 0])  # fds no longer kept close at once
+        assert _fds_under(tree) == []
+        assert sampler.sample().get(1, 0) == (OK, 77)  # read by path beneath the root
+        assert _fds_under(tree) == []
+
+
+def test_policy_dir_fd_of_a_removed_cgroup_is_reopened_when_it_comes_back(impl, tree):
+    root = impl.open_root(str(tree), allow_any_fs=True)
+    with root.sampler(["kubepods", "kubepods/burstable"], SPECS) as sampler:
+        sampler.set_policy(dirfds=2, kept=[0, 0])
+        sampler.sample()
+        shutil.rmtree(tree / "kubepods/burstable")
+        gone = sampler.sample()
+        assert [gone.get(1, 0), gone.get(1, 1, 0)] == [(ENOENT, 0), (ENOENT, 0)]
+        assert gone.get(0, 0) == (OK, 104857600)
+        (tree / "kubepods/burstable").mkdir()
+        (tree / "kubepods/burstable/memory.max").write_text("5\n")
+        assert sampler.sample().get(1, 0) == (OK, 5)
+
+
+def test_policy_with_threads_reads_what_a_cold_read_reads(impl, tree):
+    # 2 threads split the dirs on whole rows: each dir's fd is touched by one thread only
+    dirs = []
+    for i in range(300):
+        rel = f"kubepods/pod{i:03d}"
+        (tree / rel).mkdir()
+        (tree / rel / "memory.max").write_text(f"{i * 4096}\n")
+        (tree / rel / "cpu.stat").write_text(f"usage_usec {i}\nuser_usec {2 * i}\n")
+        dirs.append(rel)
+    root = impl.open_root(str(tree), allow_any_fs=True)
+    cold = root.read(dirs, SPECS, threads=1)
+    with root.sampler(dirs, SPECS, threads=2) as sampler:
+        sampler.set_policy(dirfds=200, kept=[100, 7])
+        for _ in range(2):
+            snap = sampler.sample()
+            assert list(snap.values) == list(cold.values)
+            assert list(snap.status) == list(cold.status)
+        assert len(_fds_under(tree)) == 200 + 100 + 7
+
+
+@pytest.mark.parametrize(
+    "bad", [{"dirfds": -1}, {"dirfds": 1, "kept": [1]}, {"dirfds": 1, "kept": [1, -2]}]
+)
+def test_policy_counts_are_checked(impl, tree, bad):
+    root = impl.open_root(str(tree), allow_any_fs=True)
+    with root.sampler(["kubepods"], SPECS) as sampler, pytest.raises(ValueError):
+        sampler.set_policy(**bad)
