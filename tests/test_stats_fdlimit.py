@@ -1,4 +1,4 @@
-"""`cgalloc stats --watch` under a small open-file limit: raise it, or read the overflow cold.
+"""`cgalloc stats --watch` under a small open-file limit: raise it, or open the overflow by path.
 
 Each case runs the CLI in a subprocess whose RLIMIT_NOFILE was lowered first, so the limit
 of the test process itself is left alone.
@@ -16,7 +16,7 @@ import pytest
 from test_stats import make_v2
 
 PODS = 40
-FILES_PER_CGROUP = 8  # the v2 files stats reads: memory.{stat,current,max}, cpu.*, pids.*
+FDS_PER_CGROUP = 1  # the v2 policy's O_PATH dir fd (kept read fds come from a 4 KiB budget)
 
 CHILD = """
 import resource, sys
@@ -75,9 +75,10 @@ def expected_usage() -> dict[str, int]:
     return {f"{i:04d}": pod_usage(i) for i in range(PODS)}
 
 
-def test_overflow_beyond_the_hard_limit_is_read_cold_with_one_warning(tree):
-    # Room for about ten cgroups' files: the other ~35 must be read by reopening them.
-    limit = 64 + 48 + 10 * FILES_PER_CGROUP
+@pytest.mark.parametrize("limit", [64 + 16 + 10 * FDS_PER_CGROUP, 64])
+def test_overflow_beyond_the_hard_limit_is_opened_by_path_with_one_warning(tree, limit):
+    # Room for the dir fds of a few cgroups (the process holds some fds of its own), or, at
+    # the 64 fds stats reserves, none: the rest are opened by path every sample.
     docs, warnings, final_soft = run_limited(tree, limit, limit)
     assert len(docs) == 2
     for doc in docs:
@@ -88,12 +89,14 @@ def test_overflow_beyond_the_hard_limit_is_read_cold_with_one_warning(tree):
     assert len(warnings) == 1
     assert warnings[0].startswith(f"cgalloc: warning: the open-file limit (RLIMIT_NOFILE {limit})")
     assert f"of {PODS + 4} cgroups" in warnings[0]
+    if limit == 64:
+        assert f"for only 0 of {PODS + 4} cgroups" in warnings[0]
     assert final_soft == limit
 
 
 def test_soft_limit_is_raised_to_the_hard_limit_when_needed(tree):
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    need = (PODS + 4) * FILES_PER_CGROUP + 64
+    need = (PODS + 4) * (FDS_PER_CGROUP + 1) + 64  # dir fds and some kept files
     if hard != resource.RLIM_INFINITY and hard < need + 64:
         pytest.skip(f"the hard open-file limit {hard} is below what this test needs")
     docs, warnings, final_soft = run_limited(tree, 100, hard)
