@@ -335,9 +335,11 @@ class TreeReader:
 
     def read(self, dirs: Sequence[str]) -> list[CgroupStats]:
         """One cold read: open, read, parse, close every file."""
-        snaps = [self._root_of[p.path].read(dirs, p.specs, threads=self.threads)
-                 for p in self.plans]  # fmt: skip
-        return self._records(dirs, snaps)
+        return self._records(dirs, self._cold(dirs))
+
+    def _cold(self, dirs: Sequence[str]) -> list[Snapshot]:
+        return [self._root_of[p.path].read(dirs, p.specs, threads=self.threads)
+                for p in self.plans]  # fmt: skip
 
     def _choose(self, ndirs: int) -> sampler_policy.FdPolicy:
         """The fd policy for ``ndirs`` cgroups, raising RLIMIT_NOFILE first if that helps."""
@@ -363,11 +365,15 @@ class TreeReader:
         path; :meth:`pop_warnings` says so once.
         """
         dirs = tuple(dirs)
+        return self._records(dirs, self.snapshots(dirs))
+
+    def snapshots(self, dirs: tuple[str, ...]) -> list[Snapshot]:
+        """What :meth:`sample` reads, one snapshot per plan, before it becomes records."""
         self._calls += 1
         if self._calls == 1:
             # A one-shot read (``--interval 0``) would pay for fds and kernel buffers it never
             # re-reads: the first call reads cold, the sampler opens at the second.
-            return self.read(dirs)
+            return self._cold(dirs)
         if self._samplers is None:
             self._other_fds = open_fd_count()
             self._samplers = [
@@ -382,7 +388,7 @@ class TreeReader:
             for s, p in zip(self._samplers, self.plans, strict=True):
                 s.set_policy(self.policy.dirfds, self.policy.counts(p.specs))
         self._dirs = dirs
-        return self._records(dirs, [s.sample() for s in self._samplers])
+        return [s.sample() for s in self._samplers]
 
     def pop_warnings(self) -> list[str]:
         """Warnings raised since the last call (each is raised once per reader)."""
