@@ -4,7 +4,7 @@ Every cgroupfs file is a seq_file: a read descriptor pins the page its first rea
 plus the seq_file, kernfs_open_file and struct file until it is closed, while an O_PATH
 directory descriptor is a struct file alone. Measured by ``python -m bench`` ("fd costs":
 ``csrc/floor.c hold`` in a ``cgalloc-test-fdcost-<pid>`` memory cgroup, v1 host, kernel 6.18):
-a read fd costs 5.2-6.1 KiB, a directory fd 0.26 KiB. A kept read fd saves an
+a read fd costs 4.3-6.1 KiB, a directory fd 0.26-0.44 KiB. A kept read fd saves an
 openat+read+close through the directory fd (~8 µs for a one-line file, ~4 µs for memory.stat,
 whose content the kernel generates on every read anyway); a directory fd saves resolving the
 path for each of its files (1-5 µs each, more for deeper cgroups).
@@ -31,12 +31,13 @@ from dataclasses import dataclass
 from cgalloc.core.records import FileSpec
 
 BUDGET_KIB = 4.0  # total memory per sampled cgroup, user and kernel
-USER_KIB = 0.5  # the sampler's own memory per cgroup: path copies, fd tables, snapshot cells
-DIR_FD_KIB = 0.3  # an O_PATH directory fd (measured 0.26 KiB)
-KEPT_FD_KIB = 6.0  # a read fd after its first read (measured 5.2-6.1 KiB)
+USER_KIB = 0.7  # the sampler's own memory per cgroup (measured 0.66 KiB of RSS at 4000 cgroups)
+DIR_FD_KIB = 0.3  # an O_PATH directory fd (measured 0.26-0.44 KiB)
+KEPT_FD_KIB = 6.0  # a read fd after its first read (measured 4.3-6.1 KiB: the worst is budgeted)
 
 # µs a kept fd's pread saves per sample over openat+read+close through the directory fd
-# (medians of interleaved rounds, ``csrc/floor.c`` warm vs dirfd, v1 host).
+# (medians of interleaved rounds, ``csrc/floor.c`` warm vs dirfd, v1 host, lightly loaded; the
+# one-line files all gain 7-9 µs, within each other's noise, and memory.stat 4-11 µs).
 KEEP_GAIN_US: dict[str, float] = {
     "memory.limit_in_bytes": 8.0,
     "cpu.shares": 8.0,

@@ -11,8 +11,12 @@ Interface::
                                                  # on v1/hybrid open each controller mount
     snap = root.read(dirs, specs, threads=0, bufsize=65536)
     sampler = root.sampler(dirs, specs, threads=0, bufsize=65536, detect_unlinked=None)
+    sampler.set_policy(dirfds, kept=None)
     snap = sampler.sample(); sampler.update(new_dirs); sampler.close()
-        # keeps one fd per file, one pread per file per sample; a vanished cgroup's fds are
+        # by default keeps one fd per file, one pread per file per sample; set_policy keeps an
+        # O_PATH fd for dirs [0, dirfds) and file f open for dirs [0, kept[f]) only, the rest
+        # opened (through the dir fd where there is one), read and closed each sample, so
+        # no seq_file page stays pinned for them; a vanished cgroup's fds are
         # closed and its cells read ENOENT (reopened once, and again each sample, so a
         # re-created cgroup comes back). detect_unlinked (default: root is not cgroupfs) adds
         # an fstat per file so plain test trees can show removal; leave it off for benches.
