@@ -35,8 +35,8 @@ CGROUPSPY = "cgroupspy (PyPI)"
 CGUTILS = "cgroup-utils (PyPI)"
 WARM_SAMPLES = 3  # the warm readers take the best of this many passes per round, alike
 SAMPLER_MEMORY = "sampler memory per cgroup, user + kernel (memcg charge)"
-SAMPLER_KERNEL = "  of which kernel (kmem / memory.stat kernel)"
-SAMPLER_RSS = "  of which-ish user RSS delta of the process"
+SAMPLER_KERNEL = "  kernel part of that charge (kmem / memory.stat kernel)"
+SAMPLER_RSS = "  the process RSS delta (user pages)"
 READ_FD_KIB = "kernel memory per kept read fd (memcg charge)"
 DIR_FD_KIB = "kernel memory per kept O_PATH dir fd (memcg charge)"
 

@@ -139,6 +139,12 @@ def markdown(suites: list[Suite], command: str) -> str:
                 f"{_secs(r['min_s'])}–{_secs(r['max_s'])} | "
                 f"{'-' if per is None else f'{per:,.0f}'} | {r['note']} |"
             )
+        if suite.values:
+            out += ["", "| measured | median (min–max) |", "|---|---:|"]
+            for name, (vals, unit) in suite.values.items():
+                s = spread(vals)
+                if s:
+                    out.append(f"| {name.strip()} | {s.shown('{:.3g}')} {unit} |")
         out += ["", "| target | verdict (median, min–max of per-round ratios) |", "|---|---|"]
         out += [f"| {j['target']} | {j['verdict']} |" for j in suite.judged()]
         out += [f"\n_{n}_" for n in suite.notes]
