@@ -15,7 +15,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -209,7 +209,27 @@ def apply(
             f"cannot record the planned changes in the state directory {state.path} "
             f"(--state-dir): {_reason(exc)}; nothing was changed."
         ) from exc
-    for a in plan.actions:
+
+    def done(a: Action) -> None:
+        if a.kind == "mkdir":
+            created.add((a.mount, a.path))
+        result.done.append(a)
+        if on_done is not None:  # progress for the command line
+            on_done(a)
+
+    # Without per-change hooks (a fake kernel, systemd units) the changes between process
+    # moves go to the core in batches: one C call per batch instead of one per change.
+    batched = switches.kernel is None and units is None
+    for run in _runs(plan.actions, batched):
+        if batched and run[0].kind != "move":
+            made, exc = _batch(roots, run)
+            for a in run[:made]:
+                done(a)
+            if exc is not None:
+                what = run[made].describe(plan.root)
+                _fail(state, record, result, created, roots, switches, units, exc, what)
+            continue
+        a = run[0]
         try:
             if a.kind == "move":
                 _move(roots, a.mount, _rel(a.path, a.file), a.new, switches.kernel)
@@ -221,17 +241,52 @@ def apply(
             _fail(
                 state, record, result, created, roots, switches, units, exc, a.describe(plan.root)
             )
-        if a.kind == "mkdir":
-            created.add((a.mount, a.path))
-        result.done.append(a)
-        if on_done is not None:  # progress for the command line
-            on_done(a)
+        done(a)
     try:
         state.save(_fold(record, result.done))
     except OSError as exc:
         what = f"recording the {len(result.done)} changes in {state.path} (--state-dir)"
         _fail(state, record, result, created, roots, switches, units, exc, what)
     return result
+
+
+BATCH = 256  # changes per core call: progress (on_done) is reported after each batch
+
+
+def _runs(actions: list[Action], batched: bool) -> Iterator[list[Action]]:
+    """``actions`` in order as runs of at most BATCH changes that are not process moves
+    (``batched``), every other action alone."""
+    run: list[Action] = []
+    for a in actions:
+        if batched and a.kind != "move" and len(run) < BATCH:
+            run.append(a)
+            continue
+        if run:
+            yield run
+            run = []
+        if batched and a.kind != "move":
+            run.append(a)
+        else:
+            yield [a]
+    if run:
+        yield run
+
+
+def _batch(roots: Roots, chunk: list[Action]) -> tuple[int, BaseException | None]:
+    """Make ``chunk`` (no moves) through ``core.apply_ops`` until one fails: how many were
+    made and the error. A mount whose root cannot be opened fails at its first change."""
+    ops: list[tuple[object, str, str | None]] = []
+    for a in chunk:
+        try:
+            root = roots[a.mount]
+        except OSError as exc:
+            made, err = core.apply_ops(ops)
+            return made, err or exc
+        if a.kind == "mkdir":
+            ops.append((root, a.path, None))
+        else:
+            ops.append((root, _rel(a.path, a.file), a.new))
+    return core.apply_ops(ops)
 
 
 def _entry(a: Action) -> dict:

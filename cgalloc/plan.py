@@ -304,9 +304,7 @@ def _shrinks(file: str, old: str | None, new: str) -> bool:
 # ---------------------------------------------------------------- building the plan
 
 
-def check_targets(
-    desired: Sequence, mounts: dict[str, str], live: LiveTree | None = None
-) -> None:
+def check_targets(desired: Sequence, mounts: dict[str, str], live: LiveTree | None = None) -> None:
     """Refuse cgroups cgalloc must not touch; one sentence per problem, naming the field."""
     live = live or LiveTree()
     problems: list[str] = []
