@@ -166,6 +166,13 @@ class Node:
                 sys.stdout = stdout
         return json.loads(out.read_text())
 
+    def quiet(self) -> None:
+        """``setup --quiet``: the run without rendering its report (a provisioning script's)."""
+        try:
+            main(["setup", *self.args, "--quiet"])
+        except SystemExit as exc:
+            assert not exc.code, exc.code
+
     def actions(self) -> list[dict]:
         return self.cgalloc("--dry-run")["plan"]["actions"]
 

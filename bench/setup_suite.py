@@ -23,6 +23,7 @@ from bench.rounds import Contender, interleave
 from bench.trees import build_c
 
 CGALLOC_COLD = "cgalloc setup, cold"
+CGALLOC_QUIET = "cgalloc setup --quiet, cold"
 FLOOR_COLD = "C floor: the same mkdir/write syscalls"
 SHELL_COLD = "shell script, batched mkdir -p + echo"
 CGALLOC_RERUN = "cgalloc setup, re-run (0 writes)"
@@ -53,6 +54,16 @@ def _cgalloc_rerun(node: bs.Node) -> bs.Node:
     return node
 
 
+def _quiet_checked(node: bs.Node) -> float:
+    """``setup --quiet`` timed; then, untimed, proof it did the whole setup: a dry run finds
+    nothing left to change."""
+    seconds = _wall(node.quiet)
+    left = node.actions()
+    if left:
+        raise RuntimeError(f"setup --quiet left {len(left)} changes undone")
+    return seconds
+
+
 def _zero_writes(node: bs.Node) -> None:
     result = node.cgalloc()
     if result["writes"]:
@@ -78,7 +89,10 @@ def suite(bindir: str | None = None) -> Suite:
     bindir = bindir or tempfile.mkdtemp(prefix="cgalloc-bench-bin-")
     shell = lambda node: node.shell_script()[0]  # noqa: E731
     cs = [
-        Contender(CGALLOC_COLD, _on_fresh(lambda n: n, lambda n: _wall(n.cgalloc)), bs.PODS),
+        Contender(CGALLOC_COLD, _on_fresh(lambda n: n, lambda n: _wall(n.cgalloc)), bs.PODS,
+                  note="-o json: the plan and every change rendered"),
+        Contender(CGALLOC_QUIET, _on_fresh(lambda n: n, _quiet_checked), bs.PODS,
+                  note="no report rendered"),
         Contender(
             SHELL_COLD,
             _on_fresh(shell, lambda s: _wall(lambda: subprocess.run(["bash", str(s)], check=True))),
@@ -102,6 +116,8 @@ def suite(bindir: str | None = None) -> Suite:
     result.times = interleave(cs)
     result.targets = [
         Target("setup <= 1.2x the C floor", CGALLOC_COLD, FLOOR_COLD, "ratio", 1.2,
+               unmeasurable=why),
+        Target("setup --quiet <= 1.2x the C floor", CGALLOC_QUIET, FLOOR_COLD, "ratio", 1.2,
                unmeasurable=why),
         Target("setup faster than the batched shell script", CGALLOC_COLD, SHELL_COLD, "ratio",
                1.0),

@@ -14,7 +14,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Callable
+import stat
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -208,7 +209,27 @@ def apply(
             f"cannot record the planned changes in the state directory {state.path} "
             f"(--state-dir): {_reason(exc)}; nothing was changed."
         ) from exc
-    for a in plan.actions:
+
+    def done(a: Action) -> None:
+        if a.kind == "mkdir":
+            created.add((a.mount, a.path))
+        result.done.append(a)
+        if on_done is not None:  # progress for the command line
+            on_done(a)
+
+    # Without per-change hooks (a fake kernel, systemd units) the changes between process
+    # moves go to the core in batches: one C call per batch instead of one per change.
+    batched = switches.kernel is None and units is None
+    for run in _runs(plan.actions, batched):
+        if batched and run[0].kind != "move":
+            made, exc = _batch(roots, run)
+            for a in run[:made]:
+                done(a)
+            if exc is not None:
+                what = run[made].describe(plan.root)
+                _fail(state, record, result, created, roots, switches, units, exc, what)
+            continue
+        a = run[0]
         try:
             if a.kind == "move":
                 _move(roots, a.mount, _rel(a.path, a.file), a.new, switches.kernel)
@@ -220,17 +241,52 @@ def apply(
             _fail(
                 state, record, result, created, roots, switches, units, exc, a.describe(plan.root)
             )
-        if a.kind == "mkdir":
-            created.add((a.mount, a.path))
-        result.done.append(a)
-        if on_done is not None:  # progress for the command line
-            on_done(a)
+        done(a)
     try:
         state.save(_fold(record, result.done))
     except OSError as exc:
         what = f"recording the {len(result.done)} changes in {state.path} (--state-dir)"
         _fail(state, record, result, created, roots, switches, units, exc, what)
     return result
+
+
+BATCH = 256  # changes per core call: progress (on_done) is reported after each batch
+
+
+def _runs(actions: list[Action], batched: bool) -> Iterator[list[Action]]:
+    """``actions`` in order as runs of at most BATCH changes that are not process moves
+    (``batched``), every other action alone."""
+    run: list[Action] = []
+    for a in actions:
+        if batched and a.kind != "move" and len(run) < BATCH:
+            run.append(a)
+            continue
+        if run:
+            yield run
+            run = []
+        if batched and a.kind != "move":
+            run.append(a)
+        else:
+            yield [a]
+    if run:
+        yield run
+
+
+def _batch(roots: Roots, chunk: list[Action]) -> tuple[int, BaseException | None]:
+    """Make ``chunk`` (no moves) through ``core.apply_ops`` until one fails: how many were
+    made and the error. A mount whose root cannot be opened fails at its first change."""
+    ops: list[tuple[object, str, str | None]] = []
+    for a in chunk:
+        try:
+            root = roots[a.mount]
+        except OSError as exc:
+            made, err = core.apply_ops(ops)
+            return made, err or exc
+        if a.kind == "mkdir":
+            ops.append((root, a.path, None))
+        else:
+            ops.append((root, _rel(a.path, a.file), a.new))
+    return core.apply_ops(ops)
 
 
 def _entry(a: Action) -> dict:
@@ -289,7 +345,32 @@ def _has_procs(mount: str, path: str) -> bool:
     return bool((read_file(mount, path, "cgroup.procs") or "").strip())
 
 
-def _outside(root: str, mount: str, path: str, what: str) -> bool:
+class _Links:
+    """Which directories below a mount are symlinks, each looked up once: a record lists
+    thousands of cgroups under a few shared parents, and ``os.path.realpath`` per entry
+    re-lstats every parent each time."""
+
+    def __init__(self) -> None:
+        self._link: dict[str, bool] = {}
+
+    def through_link(self, mount: str, parts: list[str]) -> bool:
+        """Whether ``mount``/``parts`` passes through a symlink below ``mount``."""
+        at = mount
+        for part in parts:
+            at = f"{at}/{part}"
+            link = self._link.get(at)
+            if link is None:
+                try:
+                    link = stat.S_ISLNK(os.lstat(at).st_mode)
+                except OSError:
+                    link = False  # missing: nothing below it resolves anywhere else either
+                self._link[at] = link
+            if link:
+                return True
+        return False
+
+
+def _outside(root: str, mount: str, path: str, what: str, links: _Links | None = None) -> bool:
     """Whether a record entry points outside the hierarchy mounted at (or just below) ``root``:
     setup only ever records a mount that is the root (v2) or a directory in it (v1), and a
     normalised relative cgroup path below that mount (the root cgroup itself only for the
@@ -304,6 +385,8 @@ def _outside(root: str, mount: str, path: str, what: str) -> bool:
     parts = path.split("/")
     if any(p in ("", ".", "..") or "\x00" in p or "\n" in p for p in parts):
         return True
+    if not (links or _Links()).through_link(mount, parts):
+        return False  # no symlink below the mount: the path stays below it
     real_mount = os.path.realpath(mount)
     real = os.path.realpath(os.path.join(mount, path))
     return not real.startswith(real_mount + "/")  # through a symlink
@@ -311,10 +394,11 @@ def _outside(root: str, mount: str, path: str, what: str) -> bool:
 
 def check_managed(root: str, record: Record) -> None:
     """Refuse a record with entries outside the tree below ``root`` (a tampered record)."""
+    links = _Links()
     bad = [
         f"  {what} {os.path.join(mount, path)}"
         for what, mount, path in record.entries()
-        if _outside(root, mount, path, what)
+        if _outside(root, mount, path, what, links)
     ]
     bad += [
         f"  changed file {f!r} of {os.path.join(m, p)}"

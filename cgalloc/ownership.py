@@ -337,7 +337,7 @@ class StateDir:
                 os.unlink(target)
         else:
             tmp = target + ".tmp"
-            data = json.dumps(rec.to_json(), indent=1, sort_keys=True) + "\n"
+            data = _record_text(rec.to_json())
             try:
                 _write_file(tmp, data.encode(), os.O_TRUNC)
                 os.replace(tmp, target)
@@ -375,7 +375,7 @@ class StateDir:
     def journal(self, entries: list[dict]) -> None:
         """Record changes about to be made, durably (written and fsync-ed), before the first
         is made. OSError when the directory cannot take it."""
-        lines = (json.dumps({**e, "boot": self.boot}, sort_keys=True) + "\n" for e in entries)
+        lines = (_JSON.encode({**e, "boot": self.boot}) + "\n" for e in entries)
         data = "".join(lines).encode()
         _write_file(self._file(JOURNAL_NAME), data, os.O_APPEND)
         self._sync_dir()
@@ -391,6 +391,24 @@ class StateDir:
     def discard_journal(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._file(JOURNAL_NAME))
+
+
+# One encoder for every journal line and record row: json.dumps builds a new one per call,
+# and with indent= it takes the pure-Python encoder (~5x slower on a 1000-pod record).
+_JSON = json.JSONEncoder(sort_keys=True)
+
+
+def _record_text(data: dict) -> str:
+    """The record as JSON with one row per line, each row through the C encoder."""
+    parts = []
+    for key in sorted(data):
+        value = data[key]
+        if isinstance(value, list) and value:
+            rows = ",\n  ".join(_JSON.encode(row) for row in value)
+            parts.append(f" {_JSON.encode(key)}: [\n  {rows}\n ]")
+        else:
+            parts.append(f" {_JSON.encode(key)}: {_JSON.encode(value)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
 def _write_file(path: str, data: bytes, mode: int) -> None:

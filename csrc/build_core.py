@@ -1,4 +1,5 @@
-"""cffi API-mode build of the C core: compiles csrc/cgcore.c into ``cgalloc.core._cgcore``."""
+"""cffi API-mode build of the C core: compiles csrc/cgcore.c and csrc/apply_batch.c into
+``cgalloc.core._cgcore``."""
 
 import os
 import re
@@ -10,7 +11,7 @@ HERE = Path(__file__).resolve().parent
 
 # Python sees exactly the declarations of cgcore.h: comments, the include guard and the
 # includes are dropped (cffi's cdef takes plain declarations and integer #defines only).
-_GUARD = re.compile(r"^#(ifndef|endif|include)\b|^#define CGCORE_H\b")
+_GUARD = re.compile(r"^#(ifndef|endif|include)\b|^#define (CGCORE|APPLY_BATCH)_H\b")
 
 
 def header_cdef(header: Path) -> str:
@@ -20,13 +21,16 @@ def header_cdef(header: Path) -> str:
 
 
 CDEF = header_cdef(HERE / "cgcore.h")
+# the setup batch (apply_batch.c): its own header, its own cdef block
+BATCH_CDEF = header_cdef(HERE / "apply_batch.h")
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
+ffibuilder.cdef(BATCH_CDEF)
 ffibuilder.set_source(
     "cgalloc.core._cgcore",
-    '#include "cgcore.h"',
-    sources=[os.path.relpath(HERE / "cgcore.c")],
+    '#include "cgcore.h"\n#include "apply_batch.h"',
+    sources=[os.path.relpath(HERE / "cgcore.c"), os.path.relpath(HERE / "apply_batch.c")],
     include_dirs=[os.path.relpath(HERE)],
     extra_compile_args=["-O2", "-Wall", "-Wextra", "-pthread"],
     extra_link_args=["-pthread"],

@@ -22,6 +22,9 @@ Interface::
         # an fstat per file so plain test trees can show removal; leave it off for benches.
     root.write(relpath, value); root.mkdir(relpath); root.rmdir(relpath)
     text = root.read_text(relpath)
+    made, error = apply_ops([(root, relpath, value_or_None_for_mkdir), ...])
+        # in order until one fails (error: the WriteError write/mkdir raise, else None);
+        # the C core makes them all in one call (csrc/apply_batch.c)
 
 Records:
 
@@ -91,6 +94,7 @@ IMPLEMENTATION: str = _impl.IMPLEMENTATION
 Root = _impl.Root
 Sampler = _impl.Sampler
 open_root = _impl.open_root
+apply_ops = _impl.apply_ops
 
 __all__ = [
     "EIO",
@@ -110,5 +114,6 @@ __all__ = [
     "Sampler",
     "Snapshot",
     "WriteError",
+    "apply_ops",
     "open_root",
 ]

@@ -205,3 +205,36 @@ def parse(spec: FileSpec, data: bytes) -> list[tuple[int, int]]:
     vals, st = _buffers(spec.ncells)
     lib.cg_parse(cspecs.array, data, len(data), vals, st)
     return [(st[k], vals[k]) for k in range(spec.ncells)]
+
+
+def apply_ops(ops: Sequence[tuple[Root, str, str | None]]) -> tuple[int, r.WriteError | None]:
+    """Make ``ops`` in order (``(root, relpath, value)``; value None = mkdir) until one fails:
+    (how many were made, the failing one's error or None). One C call (csrc/apply_batch.c)
+    for them all, each op as ``Root.mkdir``/``Root.write`` makes it."""
+    if not ops:
+        return 0, None
+    pieces = [x for _root, path, value in ops for x in (path, "" if value is None else value)]
+    joined = "\0".join(pieces)
+    if joined.count("\0") != len(pieces) - 1:  # a NUL inside a path or value
+        return r.apply_ops_each(ops)
+    joined += "\0"
+    buf = joined.encode()
+    # ASCII (the usual case): byte offsets are character offsets
+    lens = map(len, pieces) if len(buf) == len(joined) else (len(x.encode()) for x in pieces)
+    offs = array("Q", [0])
+    offs.extend(accumulate(n + 1 for n in lens))
+    fds = array("i", [root._fileno() for root, _p, _v in ops])
+    kinds = bytes(
+        (lib.CG_OP_MKDIR if value is None else lib.CG_OP_WRITE)
+        | (lib.CG_OP_FORCE_WALK if root._flags else 0)
+        for root, _p, value in ops
+    )
+    err = ffi.new("int *")
+    done = lib.cg_apply_ops(
+        ffi.from_buffer("int[]", fds), kinds, buf, ffi.from_buffer("size_t[]", offs), len(ops),
+        err,
+    )  # fmt: skip
+    if done == len(ops):
+        return done, None
+    _root, path, value = ops[done]
+    return done, r.op_error(-err[0], path, value)

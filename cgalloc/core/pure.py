@@ -360,3 +360,9 @@ def open_root(path: str, allow_any_fs: bool = False, force_walk: bool = False) -
         os.close(fd)
         raise r.not_cgroupfs(path, f"filesystem type {fstype}")
     return Root(path, fd, fstype, force_walk)
+
+
+def apply_ops(ops: Sequence[tuple[Root, str, str | None]]) -> tuple[int, r.WriteError | None]:
+    """Make ``ops`` in order (``(root, relpath, value)``; value None = mkdir) until one fails:
+    (how many were made, the failing one's error or None)."""
+    return r.apply_ops_each(ops)

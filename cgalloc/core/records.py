@@ -347,3 +347,29 @@ def not_cgroupfs(path: str, fs: str) -> HostError:
 def root_error(err: int, path: str) -> HostError:
     name = _errno.errorcode.get(err, f"errno {err}")
     return HostError(f"cannot open cgroup root {path}: {os.strerror(err)} ({name})")
+
+
+def op_error(err: int, path: str, value: str | None) -> WriteError:
+    """The error ``Root.mkdir`` (``value`` None) or ``Root.write`` raises for ``err``, with the
+    path's problem when it is malformed (EINVAL from the path check)."""
+    error, args = (mkdir_error, ()) if value is None else (write_error, (value,))
+    if err == _errno.EINVAL:
+        try:
+            check_op_path(path, error, *args)
+        except WriteError as exc:
+            return exc
+    return error(err, path, *args)
+
+
+def apply_ops_each(ops) -> tuple[int, WriteError | None]:
+    """``apply_ops`` one call per op: the pure core's, and the C core's for what its batch
+    cannot carry."""
+    for i, (root, path, value) in enumerate(ops):
+        try:
+            if value is None:
+                root.mkdir(path)
+            else:
+                root.write(path, value)
+        except WriteError as exc:
+            return i, exc
+    return len(ops), None

@@ -1,0 +1,92 @@
+"""apply_ops: a setup's mkdirs and writes in one core call (csrc/apply_batch.c), made in order
+until one fails, each exactly as Root.mkdir/Root.write makes it; the pure core's loop is the
+reference the C batch must match, op for op and error for error."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+from cgalloc.core import WriteError, native, pure
+
+RESOLVERS = [(native, False), (native, True), (pure, False)]
+
+
+def _open(tree, impl, walk):
+    return impl.open_root(str(tree), allow_any_fs=True, force_walk=walk)
+
+
+def _snapshot(tree) -> dict[str, bytes | None]:
+    return {
+        str(p.relative_to(tree)): None if p.is_dir() else p.read_bytes()
+        for p in sorted(tree.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize(("impl", "walk"), RESOLVERS, ids=["openat2", "walk", "pure"])
+def test_all_ops_made_in_order(tree, impl, walk):
+    root = _open(tree, impl, walk)
+    ops = [
+        (root, "kubepods/guaranteed", None),
+        (root, "kubepods/guaranteed/pod1", None),  # needs the mkdir before it
+        (root, "kubepods/memory.max", "2048"),
+        (root, "kubepods/burstable/cpu.max", "max 100000"),
+        (root, "memory.max", ""),  # an empty value is one write of zero bytes
+        (root, "kubepods/burstable/memory.max", "1Gi é"),  # non-ASCII: byte offsets differ
+    ]
+    assert impl.apply_ops(ops) == (len(ops), None)
+    assert (tree / "kubepods/guaranteed/pod1").is_dir()
+    assert (tree / "kubepods/memory.max").read_bytes() == b"2048"
+    assert (tree / "kubepods/burstable/cpu.max").read_bytes() == b"max 100000"
+    assert (tree / "memory.max").read_bytes() == b""
+    assert (tree / "kubepods/burstable/memory.max").read_bytes() == "1Gi é".encode()
+    assert impl.apply_ops([]) == (0, None)
+    root.close()
+
+
+# (ops, index of the failing op, its errno): the failure stops the batch there
+FAILING = [
+    ([("mkdir", "a"), ("mkdir", "kubepods"), ("write", "memory.max", "1")], 1, errno.EEXIST),
+    ([("write", "kubepods/memory.max", "5"), ("write", "kubepods/nope", "1")], 1, errno.ENOENT),
+    ([("mkdir", "x"), ("mkdir", "x/../y"), ("mkdir", "z")], 1, errno.EINVAL),
+    ([("write", "/memory.max", "1")], 0, errno.EINVAL),
+    ([("mkdir", "b"), ("write", "kubepods/mem\0ory.max", "1")], 1, errno.EINVAL),
+    ([("mkdir", "c"), ("write", "linkdir/memory.max", "1")], 1, errno.ELOOP),
+]
+
+
+@pytest.mark.parametrize(("spec", "stop", "code"), FAILING)
+def test_stops_at_the_first_failure_like_the_single_calls(tree, tmp_path_factory, spec, stop,
+                                                          code):  # fmt: skip
+    """Each core and resolver: the ops before the failing one are made, none after it, and the
+    error is the one Root.mkdir/Root.write raise for that op alone (pure core as reference)."""
+    (tree / "linkdir").symlink_to(tree / "kubepods")
+    outcomes = []
+    for impl, walk in RESOLVERS:
+        copy = tmp_path_factory.mktemp("copy")
+        for p in sorted(tree.rglob("*")):
+            target = copy / p.relative_to(tree)
+            if p.is_symlink():
+                target.symlink_to(copy / "kubepods")
+            elif p.is_dir():
+                target.mkdir()
+            else:
+                target.write_bytes(p.read_bytes())
+        root = _open(copy, impl, walk)
+        ops = [(root, s[1], s[2] if s[0] == "write" else None) for s in spec]
+        made, err = impl.apply_ops(ops)
+        assert made == stop and isinstance(err, WriteError)
+        assert err.errno == code
+        single = None
+        try:
+            kind, path = spec[stop][0], spec[stop][1]
+            root.mkdir(path) if kind == "mkdir" else root.write(path, spec[stop][2])
+        except WriteError as exc:
+            single = exc
+        assert single is not None and str(err) == str(single) and err.path == single.path
+        for later in spec[stop + 1 :]:
+            assert later[0] != "mkdir" or not (copy / later[1]).exists()
+        outcomes.append((made, err.errno, str(err), _snapshot(copy)))
+        root.close()
+    assert all(o == outcomes[-1] for o in outcomes)

@@ -1,0 +1,93 @@
+"""apply() without per-change hooks hands the changes to the core in batches (core.apply_ops,
+csrc/apply_batch.c): the same all-or-nothing as one call per change, at every position of a
+plan longer than one batch, with the C core and with the pure one (a CC=false install).
+
+A plain directory tree stands in for cgroupfs here (no fake kernel: its hooks would take the
+per-change path); the real kernel runs the same path in tests/kernel."""
+
+from __future__ import annotations
+
+import pytest
+from fakecgroup import snapshot
+
+import cgalloc.core
+from cgalloc.apply import BATCH, Roots, TestSwitches, apply
+from cgalloc.core import native, pure
+from cgalloc.errors import CgallocError
+from cgalloc.ownership import StateDir
+from cgalloc.plan import Action, Plan
+
+PODS = BATCH + 44  # more than one batch
+
+
+@pytest.fixture(params=[native, pure], ids=["native", "pure"])
+def impl(request, monkeypatch):
+    monkeypatch.setattr(cgalloc.core, "apply_ops", request.param.apply_ops)
+    return request.param
+
+
+def _tree(tmp_path):
+    root = tmp_path / "cg"
+    (root / "kubepods").mkdir(parents=True)
+    (root / "kubepods" / "memory.max").write_text(
+        "max"
+    )  # no newline: a plain file keeps the restore as written
+    (root / "kubepods" / "cpu.weight").write_text("100")
+    return root
+
+
+def _plan(root) -> Plan:
+    m = str(root)
+    actions = [
+        Action("mkdir", m, f"kubepods/pod{i}", cgroup=f"kubepods/pod{i}") for i in range(PODS)
+    ]
+    actions += [
+        Action("write", m, "kubepods", "memory.max", "max", "104857600", "kubepods"),
+        Action("write", m, "kubepods", "cpu.weight", "100", "50", "kubepods"),
+    ]
+    return Plan(root=m, version="v2", actions=actions)
+
+
+def _apply(impl, root, state, p, on_done=None):
+    roots = Roots(opener=impl.open_root, allow_any_fs=True)
+    switches = TestSwitches(allow_any_fs=True)
+    with state.locked():
+        return apply(p, state, state.load(), roots=roots, switches=switches, on_done=on_done)
+
+
+def test_every_change_made_in_order_and_recorded(impl, tmp_path):
+    root, state = _tree(tmp_path), StateDir(str(tmp_path / "state"))
+    p, seen = _plan(root), []
+    result = _apply(impl, root, state, p, seen.append)
+    assert result.done == p.actions and seen == p.actions
+    assert all((root / "kubepods" / f"pod{i}").is_dir() for i in range(PODS))
+    assert (root / "kubepods" / "memory.max").read_text() == "104857600"
+    assert (root / "kubepods" / "cpu.weight").read_text() == "50"
+    record = state.load()
+    assert len(record.created) == PODS
+    assert record.changed[(str(root), "kubepods", "memory.max")] == "max"
+    assert not (tmp_path / "state" / "journal.jsonl").exists()
+
+
+# mkdir failing (the directory is there) at the start, around the batch boundary and last;
+# then each write failing (its file is gone)
+POSITIONS = [0, 1, BATCH - 1, BATCH, BATCH + 1, PODS - 1, PODS, PODS + 1]
+
+
+@pytest.mark.parametrize("n", POSITIONS)
+def test_change_n_failing_undoes_every_earlier_one(impl, tmp_path, n):
+    root, state = _tree(tmp_path), StateDir(str(tmp_path / "state"))
+    p = _plan(root)
+    failing = p.actions[n]
+    if failing.kind == "mkdir":
+        (root / failing.path).mkdir()
+    else:
+        (root / failing.path / failing.file).unlink()
+    before = snapshot(root)
+    with pytest.raises(CgallocError) as info:
+        _apply(impl, root, state, p)
+    assert f"{failing.describe(str(root))} failed" in str(info.value)
+    assert f"all {n} earlier changes were undone" in str(info.value)
+    assert snapshot(root) == before
+    assert not (tmp_path / "state" / "journal.jsonl").exists()
+    assert state.load().is_empty()
