@@ -16,6 +16,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from cgalloc import features
 from cgalloc.capacity import CPUSET_FORM, MAX_CPU_ID, node_cpus, parse_cpu_list
@@ -121,8 +122,7 @@ class NodeConfig:
         )
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(NamedTuple):  # a NamedTuple: a dataclass costs ~1.5 ms per process to build
     """One setting: its KubeletConfiguration name (None if flag-only), flag, kind, accepted form."""
 
     config: str | None
