@@ -30,7 +30,6 @@ from cgalloc.eviction import (
     quote,
 )
 from cgalloc.eviction import split_pair as split_eviction_pair
-from cgalloc.limits import format_cpuset
 from cgalloc.loading import load_yaml_documents, read_bounded
 from cgalloc.quantity import Quantity, QuantityError
 from cgalloc.resources import (
@@ -716,6 +715,8 @@ def _reserved_cpus(
         return cpus  # refused in build(): more CPUs than the kernel supports
     online = node_cpus(overrides, online_cpus)
     if not cpus <= online:
+        from cgalloc.limits import format_cpuset  # only for this message: keep limits off the path
+
         problems.append(
             f"{label}: {format_cpuset(cpus)} is not a subset of online-cpus"
             f" {format_cpuset(online) or '(none)'}; choose CPUs from the online set."
