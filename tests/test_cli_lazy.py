@@ -76,7 +76,8 @@ NODE = ["--capacity", "cpu=4,memory=8Gi,pid=100,ephemeral-storage=1Gi", "--kube-
 OTHER_COMMANDS = ["cgalloc.cli.setup", "cgalloc.cli.verify", "cgalloc.cli.teardown",
                   "cgalloc.cli.install_unit", "cgalloc.cli.completion"]  # fmt: skip
 PLANNING = ["cgalloc.plan", "cgalloc.apply", "cgalloc.ownership", "cgalloc.systemd",
-            "cgalloc.bootunit", "cgalloc.pods", "cgalloc.podresources", "cgalloc.allocatable"]  # fmt: skip
+            "cgalloc.bootunit", "cgalloc.pods", "cgalloc.podresources",
+            "cgalloc.allocatable"]  # fmt: skip
 NOT_IMPORTED = {
     "stats": [*OTHER_COMMANDS, *PLANNING, "cgalloc.yamlout", "cgalloc.cli.show",
               "cgalloc.cli.kubelet_config", "pydantic"],
@@ -138,5 +139,6 @@ def test_command_paths_build_no_dataclass_of_the_cli():
     import cgalloc.eviction
 
     records = [cgalloc.cli.inputs.NodeInputs, cgalloc.cli.inputs._Opt, cgalloc.cli.stats.View,
-               cgalloc.cli.stats_table.Row, cgalloc.config.Field, cgalloc.eviction.Threshold]  # fmt: skip
+               cgalloc.cli.stats_table.Row, cgalloc.config.Field,
+               cgalloc.eviction.Threshold]  # fmt: skip
     assert [r.__name__ for r in records if dataclasses.is_dataclass(r)] == []
