@@ -1,9 +1,18 @@
 """Whole-process time of the commands users run, interleaved with what they are held against:
 ``python -c pass``, ``python -c 'import typer'`` and the C floor reading the same files as
-``cgalloc stats``. Peak RSS of ``cgalloc stats`` comes from the same runs (wait4)."""
+``cgalloc stats``. Peak RSS of ``cgalloc stats`` comes from separate runs (/usr/bin/time).
+
+Flatness: the same ``stats -o json`` also runs, in the same rounds, on trees of other sizes made
+alongside the main one (knob ``CGALLOC_BENCH_FLAT_PODS``, e.g. ``3000,10000``; unset or empty:
+none, so a VM lane under its time bound does not build 50,000 cgroups unasked) and on one with
+no pods. A size's per-cgroup cost is its CPU time beyond the no-pod run's, per
+pod cgroup, in the same round; "flat" means that cost at each larger size is at most 1.2 × the
+main tree's (median of the per-round ratios).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -28,6 +37,9 @@ STATS = "cgalloc stats -o json --interval 0"
 FLOOR = "C floor, the files stats reads (whole process)"
 TYPER_PLUS_FLOOR = "import typer + C floor"
 STATS_RSS = "cgalloc stats peak RSS (/usr/bin/time, separate runs)"
+FLAT_PODS = [int(n) for n in os.environ.get("CGALLOC_BENCH_FLAT_PODS", "").split(",")
+             if n.strip()]  # fmt: skip
+FLAT_BOUND = 1.2  # per-cgroup cost at a larger size, at most this times the main tree's
 
 
 def _cgalloc() -> list[str]:
@@ -84,6 +96,59 @@ def _peak_rss(argv: list[str], runs: int = 3) -> list[float]:
     return out
 
 
+def _stats_argv(cgalloc: list[str], case: trees.Case) -> list[str]:
+    argv = [*cgalloc, "stats", *NODE, "--cgroupfs", case.hierarchy.root, "-o", "json",
+            "--interval", "0"]  # fmt: skip
+    return argv + (["--cgroup-root", f"/{case.top}"] if case.top else [])
+
+
+def _sized(n: int) -> str:
+    return f"{STATS}, {n} pods"
+
+
+def _sized_cases(case: trees.Case, stack: contextlib.ExitStack,
+                 notes: list[str]) -> dict[int, trees.Case]:  # fmt: skip
+    """Trees of the flatness sizes (and one of no pods) made like ``case``; a size this host
+    cannot make is left out with a note saying why."""
+    out: dict[int, trees.Case] = {}
+    sizes = [n for n in FLAT_PODS if n != trees.PODS]
+    for n in [0, *sizes] if sizes else []:
+        try:
+            if case.plain:
+                made = stack.enter_context(trees.fake(case.hierarchy.version, n))
+            else:
+                made = stack.enter_context(trees.real(n, suffix=f"-p{n}"))
+        except OSError as err:
+            notes.append(f"no tree of {n} pods here: {err}")
+            if n == 0:
+                return {}  # no fixed cost to subtract: no flatness figures
+            continue
+        out[n] = made
+    return out
+
+
+def _flat_rows(result: Suite, cpu: dict[str, list], pods: dict[int, int]) -> list[Target]:
+    """Per round, each size's CPU time beyond the no-pod run's; units: its pod cgroups."""
+    base = cpu.get(_sized(0))
+    if not base:
+        return []
+    names = {}
+    for n, key in pods.items():
+        values = cpu.get(key)
+        if not n or not values or len(values) != len(base):
+            continue
+        name = f"stats, {n} pods, CPU beyond the no-pod run (ns column: per pod cgroup)"
+        result.times[name] = [a - b for a, b in zip(values, base, strict=True)]
+        result.contenders.append(Contender(name, lambda: 0.0, n, note="per round, subtracted"))
+        names[n] = name
+    main = names.get(trees.PODS)
+    return [
+        Target(f"stats per-cgroup CPU flat: {n} pods <= {FLAT_BOUND}x {trees.PODS} pods",
+               name, main, "ratio", FLAT_BOUND)
+        for n, name in names.items() if main and n > trees.PODS
+    ]  # fmt: skip
+
+
 def _stats_dirs(case: trees.Case) -> list[str]:
     """The cgroups ``cgalloc stats`` reads: root, kubepods, QoS tiers, pods (not containers)."""
     top = [case.top] if case.top else []  # a fake tree's root holds no files to read
@@ -123,16 +188,23 @@ def _cpu_rows(result: Suite, cpu: dict[str, list]) -> list[Target]:
 
 
 def suite(case: trees.Case, floor_bin: str | None) -> Suite:
+    with contextlib.ExitStack() as stack:
+        notes: list[str] = []
+        sized = _sized_cases(case, stack, notes)
+        result = _suite(case, floor_bin, sized)
+        result.notes += notes
+        return result
+
+
+def _suite(case: trees.Case, floor_bin: str | None, sized: dict[int, trees.Case]) -> Suite:
     _byte_compile()
     cgalloc = _cgalloc()
-    stats_argv = [*cgalloc, "stats", *NODE, "--cgroupfs", case.hierarchy.root, "-o", "json",
-                  "--interval", "0"]  # fmt: skip
-    if case.top:
-        stats_argv += ["--cgroup-root", f"/{case.top}"]
+    stats_argv = _stats_argv(cgalloc, case)
     dirs = _stats_dirs(case)
     # CPU seconds of the same runs, one list per contender (the first entry is the warm-up):
     # on a loaded machine wall time waits for a CPU, CPU time does not.
     cpu: dict[str, list] = {n: [] for n in (TYPER, KUBELET_CONFIG, STATS, FLOOR)}
+    cpu |= {_sized(n): [] for n in sized}
     cs = [
         Contender(PASS, _process([sys.executable, "-c", "pass"]), 1),
         Contender(TYPER, _process([sys.executable, "-c", "import typer"], cpu=cpu[TYPER]), 1),
@@ -143,6 +215,9 @@ def suite(case: trees.Case, floor_bin: str | None) -> Suite:
         Contender(STATS, _process(stats_argv, cpu=cpu[STATS]), 1,
                   note=f"{len(dirs)} cgroups of {case.name}"),
     ]  # fmt: skip
+    for n, made in sized.items():
+        cs.append(Contender(_sized(n), _process(_stats_argv(cgalloc, made), cpu=cpu[_sized(n)]),
+                            1, note=f"{len(_stats_dirs(made))} cgroups"))  # fmt: skip
     if floor_bin:
         runs = []
         floor_cpu: list[float] = []
@@ -168,6 +243,11 @@ def suite(case: trees.Case, floor_bin: str | None) -> Suite:
         result.contenders.append(Contender(TYPER_PLUS_FLOOR, lambda: 0.0, 1,
                                            note="per round: the two above added"))  # fmt: skip
     cpu_targets = _cpu_rows(result, cpu)
+    if sized:
+        kept = {n: v[1:] for n, v in cpu.items() if len(v) == len(result.times[TYPER]) + 1}
+        # the main tree is the flatness reference: its runs are the STATS contender's
+        sizes = {n: _sized(n) for n in sized} | {trees.PODS: STATS}
+        cpu_targets += _flat_rows(result, kept, sizes)
     result.values[STATS_RSS] = (_peak_rss(stats_argv), "MiB")
     result.targets = [
         Target("--help <= 1.5x import typer", HELP, TYPER, "ratio", 1.5),

@@ -59,10 +59,10 @@ class Case:
 
 
 @contextlib.contextmanager
-def fake(version: str) -> Iterator[Case]:
+def fake(version: str, pods: int = PODS) -> Iterator[Case]:
     top = tempfile.mkdtemp(prefix=f"cgalloc-bench-{version}-")
     try:
-        dirs = faketree.make_tree(top, version, PODS, CONTAINERS)
+        dirs = faketree.make_tree(top, version, pods, CONTAINERS)
         h = stats.plain_tree_hierarchy(top)
         assert h is not None and h.version == version
         yield Case(f"fake {version} tree (tmp files)", h, dirs, plain=True, top="")
@@ -100,15 +100,16 @@ def _real_mounts(h: Hierarchy) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def real() -> Iterator[Case]:
-    """``cgalloc-test-bench-<pid>`` with the kubepods layout, removed afterwards."""
+def real(pods: int = PODS, suffix: str = "") -> Iterator[Case]:
+    """``cgalloc-test-bench-<pid><suffix>`` with the kubepods layout, removed afterwards (a
+    suffix tells apart trees of other sizes that exist at the same time)."""
     from cgalloc.cgroupfs import detect
 
     h = detect()
     mounts = _real_mounts(h)
     unique = sorted({os.path.realpath(m) for m in mounts.values()})
-    top = f"cgalloc-test-bench-{os.getpid()}"
-    dirs = [top] + [f"{top}/{d}" for d in faketree.tree_dirs(PODS, CONTAINERS)]
+    top = f"cgalloc-test-bench-{os.getpid()}{suffix}"
+    dirs = [top] + [f"{top}/{d}" for d in faketree.tree_dirs(pods, CONTAINERS)]
     created: list[str] = []
     try:
         for m in unique:

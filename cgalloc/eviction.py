@@ -11,9 +11,9 @@ import json
 import re
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from typing import NamedTuple
 
 from cgalloc.quantity import BINARY_SI, Quantity, QuantityError
 from cgalloc.resources import EPHEMERAL_STORAGE, MEMORY, ResourceList
@@ -53,8 +53,7 @@ class ThresholdError(ValueError):
     """A threshold or signal<value pair the kubelet would reject; the message says why."""
 
 
-@dataclass(frozen=True)
-class Threshold:
+class Threshold(NamedTuple):  # a NamedTuple: a dataclass costs ~1.5 ms per process to build
     """One hard-eviction threshold ``signal<value``: an absolute quantity or a percentage."""
 
     signal: str

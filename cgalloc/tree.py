@@ -18,22 +18,16 @@ from typing import TYPE_CHECKING
 
 from cgalloc import features
 from cgalloc.errors import InputError
-from cgalloc.limits import (
-    HUGETLB_UNBOUNDED,
-    MIN_SHARES,
-    Limits,
-    format_cpuset,
-    hugepage_limits,
-    limits_from_resources,
-    milli_cpu_to_shares,
-)
-from cgalloc.podresources import BESTEFFORT, BURSTABLE, GUARANTEED, PodCgroup
 from cgalloc.resources import MEMORY, add, subtract_clamped
 
+# The planning functions below import limits and podresources themselves: stats and
+# kubelet-config use only the naming half of this module and should not pay for those.
 if TYPE_CHECKING:
     from cgalloc.allocatable import Allocatable
     from cgalloc.cgroupfs import Hierarchy
     from cgalloc.config import NodeConfig
+    from cgalloc.limits import Limits
+    from cgalloc.podresources import PodCgroup
 
 SLICE_SUFFIX = ".slice"
 # systemd unit types that own a cgroup; a reserved cgroup may name one of these directly.
@@ -383,6 +377,8 @@ def qos_memory_limits(
     Only with the QOSReserved gate, as UpdateCgroups applies them. Base is
     GetNodeAllocatableAbsolute()[memory]: capacity − system − kube, no eviction term.
     """
+    from cgalloc.podresources import BURSTABLE, GUARANTEED
+
     if not features.enabled(cfg, "QOSReserved"):
         return None
     percent = cfg.qos_reserved.get(MEMORY, 0)
@@ -431,6 +427,7 @@ def desired_tree(
     planned. The CPU manager policy decides the cpusets (``allocatable.cpu_sets``).
     """
     from cgalloc.allocatable import cpu_sets  # allocatable imports config, which is fine here
+    from cgalloc.limits import format_cpuset, hugepage_limits, limits_from_resources
 
     driver = cfg.cgroup_driver
     problems: list[str] = []
@@ -495,6 +492,9 @@ def _pod_tree(
     v2: bool,
     add: Callable[[CgroupName, str, Limits], None],
 ) -> None:
+    from cgalloc.limits import HUGETLB_UNBOUNDED, MIN_SHARES, Limits, milli_cpu_to_shares
+    from cgalloc.podresources import BESTEFFORT, BURSTABLE, GUARANTEED
+
     memory_qos = v2 and features.enabled(cfg, "MemoryQoS")
     burstable_memory = _tier_memory(pods, BURSTABLE)
     if memory_qos:
@@ -528,6 +528,8 @@ def _pod_tree(
 
 def pod_name(kubepods: CgroupName, pod: PodCgroup) -> CgroupName:
     """pod_container_manager: NewCgroupName(QoS parent, "pod"+UID); Guaranteed → kubepods."""
+    from cgalloc.podresources import GUARANTEED
+
     parent = kubepods if pod.qos == GUARANTEED else kubepods.child(pod.qos.lower())
     try:
         return parent.child(POD_PREFIX + pod.uid)

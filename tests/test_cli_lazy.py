@@ -66,3 +66,79 @@ def test_options_keep_their_types_and_errors():
     )  # fmt: skip
     assert out.returncode == 2
     assert "xml" in out.stderr
+
+
+# What each command must not import: modules of other commands, or of parts of cgalloc the
+# command does not use (issue 11: whole-command time). A new top-level import that pulls one of
+# these back onto the path fails here.
+NODE = ["--capacity", "cpu=4,memory=8Gi,pid=100,ephemeral-storage=1Gi", "--kube-reserved",
+        "cpu=100m,memory=1Gi"]  # fmt: skip
+OTHER_COMMANDS = ["cgalloc.cli.setup", "cgalloc.cli.verify", "cgalloc.cli.teardown",
+                  "cgalloc.cli.install_unit", "cgalloc.cli.completion"]  # fmt: skip
+PLANNING = ["cgalloc.plan", "cgalloc.apply", "cgalloc.ownership", "cgalloc.systemd",
+            "cgalloc.bootunit", "cgalloc.pods", "cgalloc.podresources",
+            "cgalloc.allocatable"]  # fmt: skip
+NOT_IMPORTED = {
+    "stats": [*OTHER_COMMANDS, *PLANNING, "cgalloc.yamlout", "cgalloc.cli.show",
+              "cgalloc.cli.kubelet_config", "pydantic"],
+    "kubelet-config": [*OTHER_COMMANDS, *PLANNING, "cgalloc.limits", "cgalloc.stats",
+                       "cgalloc.core", "cgalloc.cgroupfs", "cgalloc.cli.stats", "pydantic"],
+    "show": [*OTHER_COMMANDS, "cgalloc.plan", "cgalloc.apply", "cgalloc.ownership",
+             "cgalloc.stats", "cgalloc.core", "cgalloc.cli.stats", "cgalloc.yamlout", "pydantic"],
+}  # fmt: skip
+
+
+def _modules_after(args: list[str]) -> list[str]:
+    """Run ``cgalloc *args`` in a fresh interpreter; the modules it imported (its exit must be
+    0, so a failing run cannot pass for a lean one)."""
+    code = (
+        "import io, sys, contextlib\nfrom cgalloc.cli import main\n"
+        "out = io.StringIO()\n"
+        f"try:\n    with contextlib.redirect_stdout(out):\n        main({args!r})\n"
+        "except SystemExit as e:\n    assert not e.code, e.code\n"
+        "assert out.getvalue(), 'no output'\n"
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def test_stats_json_imports_only_what_it_reads_with(tmp_path):
+    from test_stats import make_v2
+
+    root = str(tmp_path / "cg")
+    for rel in ("", "kubepods", "kubepods/burstable", "kubepods/besteffort",
+                "kubepods/burstable/pod1111-2222"):  # fmt: skip
+        make_v2(root, rel, usage=4096)
+    loaded = _modules_after(["stats", *NODE, "--cgroupfs", root, "-o", "json", "--interval", "0"])
+    assert "cgalloc.stats" in loaded  # the run did read the tree
+    assert [m for m in NOT_IMPORTED["stats"] if m in loaded] == []
+
+
+def test_kubelet_config_imports_neither_limits_nor_the_reader():
+    loaded = _modules_after(["kubelet-config", *NODE])
+    assert "cgalloc.yamlout" in loaded
+    assert [m for m in NOT_IMPORTED["kubelet-config"] if m in loaded] == []
+
+
+def test_show_imports_neither_the_reader_nor_setup():
+    loaded = _modules_after(["show", *NODE])
+    assert "cgalloc.allocatable" in loaded
+    assert [m for m in NOT_IMPORTED["show"] if m in loaded] == []
+
+
+def test_command_paths_build_no_dataclass_of_the_cli():
+    """Building a dataclass compiles its methods in every process (~1.5 ms each on 3.11): the
+    CLI's own records are NamedTuples."""
+    import dataclasses
+
+    import cgalloc.cli.inputs
+    import cgalloc.cli.stats
+    import cgalloc.cli.stats_table
+    import cgalloc.config
+    import cgalloc.eviction
+
+    records = [cgalloc.cli.inputs.NodeInputs, cgalloc.cli.inputs._Opt, cgalloc.cli.stats.View,
+               cgalloc.cli.stats_table.Row, cgalloc.config.Field,
+               cgalloc.eviction.Threshold]  # fmt: skip
+    assert [r.__name__ for r in records if dataclasses.is_dataclass(r)] == []

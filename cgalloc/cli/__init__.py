@@ -8,11 +8,11 @@ imported only when their command runs (a lazy command group): ``cgalloc show`` p
 from __future__ import annotations
 
 import enum
+import functools
 import importlib
 import sys
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import typer
 import typer.main
@@ -101,6 +101,29 @@ def _converter(annotation: object) -> Callable[[object], object] | None:
     return None
 
 
+@functools.cache
+def _plain_param_class() -> type | None:
+    """typer's RuntimeParam with a plain converter; None for a typer without that layer.
+
+    A plain subclass, not a dataclass: building a dataclass compiles its methods, about 1.5 ms
+    per class in every process.
+    """
+    try:
+        from typer._coercion import RuntimeParam
+    except ImportError:
+        return None
+
+    class Plain(RuntimeParam):
+        def __init__(self, parameter_info, annotation, convert: Callable[[object], object]):
+            super().__init__(parameter_info, annotation)
+            object.__setattr__(self, "convert", convert)  # RuntimeParam is frozen
+
+        def _coerce_value(self, value, param, ctx):
+            return self.convert(value)
+
+    return Plain
+
+
 def _plain_coercion(cmd) -> None:
     """Give each simple option of ``cmd`` (and its help option) a plain converter.
 
@@ -108,17 +131,9 @@ def _plain_coercion(cmd) -> None:
     which imports pydantic: about 0.15 s per process, more than ``show`` computes. Parameters
     with any other annotation, or a typer without this layer, keep typer's own coercion.
     """
-    try:
-        from typer._coercion import RuntimeParam
-    except ImportError:
+    plain_param = _plain_param_class()
+    if plain_param is None:
         return
-
-    @dataclass(frozen=True)
-    class Plain(RuntimeParam):
-        convert: Callable[[object], object]
-
-        def _coerce_value(self, value, param, ctx):
-            return self.convert(value)
 
     def plain(param) -> None:
         desc = getattr(param, "type_descriptor", None)
@@ -126,7 +141,7 @@ def _plain_coercion(cmd) -> None:
             return
         convert = None if desc.file_annotation is not None else _converter(desc.annotation)
         if convert is not None:
-            param._runtime_param = Plain(desc.parameter_info, desc.annotation, convert)
+            param._runtime_param = plain_param(desc.parameter_info, desc.annotation, convert)
 
     for param in cmd.params:
         plain(param)

@@ -14,7 +14,6 @@ from cgalloc.config import (
     NodeConfig,
     go_duration,
 )
-from cgalloc.limits import format_cpuset
 
 HELP = (
     "Print the KubeletConfiguration fragment (YAML) and the equivalent kubelet flags for these "
@@ -125,6 +124,8 @@ def fragment(cfg: NodeConfig) -> tuple[dict, list[str], list[str]]:
             "and kernel threads) into it."
         )
     if cfg.reserved_cpus:
+        from cgalloc.limits import format_cpuset  # most nodes reserve none: import when needed
+
         doc["reservedSystemCPUs"] = format_cpuset(cfg.reserved_cpus)
         flags.append(f"--reserved-cpus={doc['reservedSystemCPUs']}")
     if cfg.qos_reserved:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import typer
 
-from cgalloc.ownership import DEFAULT_STATE_DIR
-
 TREE_PANEL = "Tree options"
 
 
@@ -21,6 +19,9 @@ def cgroupfs_option() -> typer.models.OptionInfo:
 
 
 def state_dir_option() -> typer.models.OptionInfo:
+    # imported here: stats, which takes other options from this module, has no state directory
+    from cgalloc.ownership import DEFAULT_STATE_DIR
+
     return typer.Option(
         DEFAULT_STATE_DIR,
         "--state-dir",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cgalloc import stats
 from cgalloc.cgroupfs import V1_UNLIMITED_FLOOR
@@ -55,8 +55,7 @@ class SortBy(str, enum.Enum):
     pids = "pids"
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):  # not a dataclass: those cost ~1.5 ms per process to build
     """One cgroup of a sample with the figures the table shows."""
 
     target: stats.Target
