@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from cgalloc.jsonout import plain_scalar
+
 WIDTH = 80  # PyYAML's best_width: plain and quoted scalars with spaces fold past it
 SIMPLE_KEY_MAX = 128  # longer keys are written as "? key" by PyYAML
 
@@ -70,14 +72,9 @@ def _plain_allowed(s: str) -> bool:
 
 def _scalar(value: object, column: int, key: bool = False) -> str:
     """One scalar as PyYAML writes it, starting at ``column`` of its line."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if type(value) is int:
-        return str(value)
+    word = plain_scalar(value)
+    if word is not None:
+        return word
     if type(value) is not str:
         raise Unsupported(f"no YAML rule here for {type(value).__name__}")
     if not (value.isascii() and value.isprintable()) or (

@@ -1,0 +1,68 @@
+"""Indented JSON at C-encoder speed: ``dump(data)`` is byte-identical to
+``json.dumps(data, indent=2, sort_keys=True)``.
+
+With ``indent`` the json module drops to its pure-Python encoder (generators per node), which
+was the largest cost of ``setup -o json`` on a 1000-pod plan. Here containers are joined in one
+pass and strings go through the C ``encode_basestring_ascii``; anything the fast path does not
+know (a non-string key, a float, another type) is handed to the json module whole, so the
+output never differs from it.
+"""
+
+from __future__ import annotations
+
+import json
+from json.encoder import encode_basestring_ascii as _string
+
+
+class _Other(Exception):
+    """The value holds something only the json module should encode."""
+
+
+def _encode(value: object, pad: str) -> str:
+    kind = type(value)
+    if kind is str:
+        return _string(value)
+    if kind is dict:
+        if not value:
+            return "{}"
+        inner = pad + "  "
+        try:
+            keys = sorted(value)
+        except TypeError:
+            raise _Other from None
+        parts = []
+        for key in keys:
+            if type(key) is not str:
+                raise _Other
+            parts.append(_string(key) + ": " + _encode(value[key], inner))
+        return "{" + inner + ("," + inner).join(parts) + pad + "}"
+    if kind is list or kind is tuple:
+        if not value:
+            return "[]"
+        inner = pad + "  "
+        return "[" + inner + ("," + inner).join([_encode(v, inner) for v in value]) + pad + "]"
+    word = plain_scalar(value)
+    if word is None:
+        raise _Other
+    return word
+
+
+def plain_scalar(value: object) -> str | None:
+    """null, true, false or an int's digits — written alike in JSON and YAML; None otherwise."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if type(value) is int:
+        return int.__repr__(value)
+    return None
+
+
+def dump(data: object) -> str:
+    """``data`` as ``json.dumps(data, indent=2, sort_keys=True)`` gives it."""
+    try:
+        return _encode(data, "\n")
+    except (_Other, RecursionError):
+        return json.dumps(data, indent=2, sort_keys=True)

@@ -1,0 +1,82 @@
+"""cgalloc.jsonout against the json module itself: for every document, the text is
+``json.dumps(data, indent=2, sort_keys=True)``'s, byte for byte."""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections import OrderedDict
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cgalloc import jsonout
+from cgalloc.cli.render import OutputFormat, dumps
+
+PROPS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=500)
+
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),  # any code point: ensure_ascii escapes, surrogates included
+)
+KEYS = st.one_of(st.text(max_size=8), st.integers(-5, 5), st.booleans(), st.none())
+DOCS = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.text(max_size=8), inner, max_size=4),
+        st.dictionaries(KEYS, inner, max_size=3),  # keys the json module converts or refuses
+    ),
+    max_leaves=25,
+)
+
+
+def _reference(data: object) -> str | type[Exception]:
+    try:
+        return json.dumps(data, indent=2, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        return type(exc)
+
+
+@PROPS
+@given(DOCS)
+def test_the_same_text_as_the_json_module(data):
+    want = _reference(data)
+    if isinstance(want, str):
+        assert jsonout.dump(data) == want
+        assert dumps(data, OutputFormat.json) == want
+    else:
+        with pytest.raises(want):
+            jsonout.dump(data)
+
+
+class Colour(str, enum.Enum):
+    red = "red"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"a": Colour.red},  # a str subclass: the json module's own rules
+        OrderedDict(b=1, a=[{}, [], ()]),
+        {"x": 1.5, "y": float("nan")},
+        {"deep": [[[[{"k": "\u00e9\ud800"}]]]]},
+        [],
+        {},
+        "plain",
+    ],
+)
+def test_types_the_fast_path_hands_over(data):
+    assert jsonout.dump(data) == json.dumps(data, indent=2, sort_keys=True)
+
+
+def test_a_circular_document_is_refused_as_the_json_module_refuses_it():
+    loop: list = []
+    loop.append(loop)
+    with pytest.raises(ValueError, match="Circular"):
+        jsonout.dump(loop)
