@@ -374,16 +374,17 @@ def register(app: typer.Typer) -> None:
                 p, state, record, stale, switches=switches, systemd=client,
                 units=unit_record, stale_u=stale_u,
             )  # fmt: skip
-        doc = {"dryRun": False, "plan": p.to_json(), **result.to_json()}
-        lines = [f"{a.describe(p.root)} (no longer wanted)" for a in cleaned.done]
-        lines += [f"kept {k}" for k in cleaned.kept]
-        if units is not None:
-            doc["systemd"] = dbus_report(result, units, started)
-            lines += dbus_lines(doc["systemd"])
-        doc["noLongerWanted"] = cleaned.to_json()
-        summary = result.summary()
-        if cleaned.done:
-            summary += f"; undid {cleaned.writes} changes no longer wanted"
-        report(doc, lines, summary, output, quiet and not cleaned.kept)  # kept: a failure
+        if not quiet or cleaned.kept:  # kept is a failure: said even with --quiet
+            doc = {"dryRun": False, "plan": p.to_json(), **result.to_json()}
+            lines = [f"{a.describe(p.root)} (no longer wanted)" for a in cleaned.done]
+            lines += [f"kept {k}" for k in cleaned.kept]
+            if units is not None:
+                doc["systemd"] = dbus_report(result, units, started)
+                lines += dbus_lines(doc["systemd"])
+            doc["noLongerWanted"] = cleaned.to_json()
+            summary = result.summary()
+            if cleaned.done:
+                summary += f"; undid {cleaned.writes} changes no longer wanted"
+            report(doc, lines, summary, output)
         if cleaned.kept:
             raise typer.Exit(1)
