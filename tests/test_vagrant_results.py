@@ -148,11 +148,12 @@ def test_failed_bench_rows_are_named(tmp_path):
         "setup of 100 pods, real cgroupfs: cgalloc setup, cold: failed: AssertionError: 2\n"
     )
     (d / "bench-failed.txt").write_text(failed)
-    (d / "bench-cut.txt").write_text("python -m bench --trees real: stopped after 420 s (CI bound)\n")
+    cut = "python -m bench --trees real: stopped after 420 s (CI bound)"
+    (d / "bench-cut.txt").write_text(cut + "\n")
     assert results.main([str(tmp_path / "raw"), str(tmp_path / "out"), "v2"]) == 1
     v2 = json.loads((tmp_path / "out" / "v2.json").read_text())
     assert v2["bench_failed"] == failed.splitlines()
-    assert v2["bench_cut"] == ["python -m bench --trees real: stopped after 420 s (CI bound)"]
+    assert v2["bench_cut"] == [cut]
     md = (tmp_path / "out" / "results.md").read_text()
     assert (
         "**Benchmarks FAILED on v2:**\n\n- python -m bench --suites setup: exit 1\n"
