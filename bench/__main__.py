@@ -7,6 +7,9 @@ every target's verdict. ``python -m bench setup`` runs the setup benchmark (pyte
 Knobs: CGALLOC_BENCH_PODS (pods, default 1000, 3 containers each), CGALLOC_BENCH_ROUNDS
 (rounds, default 5), CGALLOC_BENCH_SLOW_ROUNDS (rounds the slow contenders take part in,
 default 3; 0 leaves them out).
+
+Exit status 1 when any contender failed (its row says "failed: ..."), after every table and file
+is written: a broken contender must not pass as a benchmark run.
 """
 
 from __future__ import annotations
@@ -100,7 +103,11 @@ def main(argv: list[str]) -> int:
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(report.markdown(suites, command))
-    return 0
+    failed = [f"{s.title}: {c.name}: {c.note}" for s in suites for c in s.contenders
+              if c.note.startswith("failed:")]  # fmt: skip
+    for row in failed:
+        print(f"bench: FAILED row: {row}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

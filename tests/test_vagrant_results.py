@@ -134,3 +134,28 @@ def test_reboot_checks_side_by_side(tmp_path):
     assert "verify before the reboot" not in md.split("real reboot")[1]
     for machine in ("v2", "v1"):
         assert f"{machine}, monotonic clock after the boot:\n```\n{order}\n```" in md
+
+
+def test_failed_bench_rows_are_named(tmp_path):
+    """provision.sh's bench-failed.txt (the rows python -m bench reported failed) is carried into
+    the machine's JSON and shown in the table, apart from the suites the CI bound cut."""
+    d = tmp_path / "raw" / "v2"
+    d.mkdir(parents=True)
+    doc = {"status": "failed", "passed": 3, "failed": 1, "steps": []}
+    (d / "provision.json").write_text(json.dumps(doc))
+    failed = (
+        "python -m bench --suites setup: exit 1\n"
+        "setup of 100 pods, real cgroupfs: cgalloc setup, cold: failed: AssertionError: 2\n"
+    )
+    (d / "bench-failed.txt").write_text(failed)
+    cut = "python -m bench --trees real: stopped after 420 s (CI bound)"
+    (d / "bench-cut.txt").write_text(cut + "\n")
+    assert results.main([str(tmp_path / "raw"), str(tmp_path / "out"), "v2"]) == 1
+    v2 = json.loads((tmp_path / "out" / "v2.json").read_text())
+    assert v2["bench_failed"] == failed.splitlines()
+    assert v2["bench_cut"] == [cut]
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert (
+        "**Benchmarks FAILED on v2:**\n\n- python -m bench --suites setup: exit 1\n"
+        "- setup of 100 pods, real cgroupfs: cgalloc setup, cold: failed: AssertionError: 2\n"
+    ) in md

@@ -4,7 +4,9 @@ markdown table for all machines (results/results.md).
     python3 results.py RAW_DIR OUT_DIR MACHINE...
 
 RAW_DIR/<machine>/ holds what provision.sh wrote in the guest: provision.json (every step),
-bench.json (pytest-benchmark's --benchmark-json) and bench.txt (the bench's printed tables).
+bench.json (pytest-benchmark's --benchmark-json), bench.txt (the bench's printed tables),
+bench-read.md / bench-setup.md, bench-cut.txt (suites the CI bound cut or shrank) and
+bench-failed.txt (the rows and runs that failed).
 Runs on the host with the standard library only.
 """
 
@@ -71,6 +73,7 @@ def machine_result(raw: Path) -> dict:
     doc["bench_read"] = _text(raw / "bench-read.md")
     doc["bench_setup"] = _text(raw / "bench-setup.md")
     doc["bench_cut"] = _text(raw / "bench-cut.txt").splitlines()
+    doc["bench_failed"] = _text(raw / "bench-failed.txt").splitlines()
     return doc
 
 
@@ -144,6 +147,9 @@ def markdown(results: dict[str, dict]) -> str:
             cells = " | ".join(_seconds(per.get(m)) for m in names)
             lines.append(f"| `{name}` | {cells} |")
     for m, r in results.items():
+        if r.get("bench_failed"):
+            lines += ["", f"**Benchmarks FAILED on {m}:**", ""]
+            lines += [f"- {f}" for f in r["bench_failed"]]
         if r.get("bench_cut"):
             lines += ["", f"Benchmarks cut on {m} (the CI bound):", ""]
             lines += [f"- {c}" for c in r["bench_cut"]]
