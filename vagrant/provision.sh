@@ -274,11 +274,12 @@ run_bench() {
 		;;
 	esac
 	cd "$src" || return 1
+	local start=$SECONDS
 	"${limit[@]}" env CGALLOC_BENCH_REAL=1 CGALLOC_BENCH_PODS="$pods" CGALLOC_BENCH_ROUNDS="$rounds" \
 		CGALLOC_BENCH_SLOW_ROUNDS="$([[ $bench_mode == ci ]] && echo 0 || echo 3)" \
 		"$venv/bin/python" -m bench --trees real --json "$results/bench-read.json" \
 		--markdown "$results/bench-read.md" >"$results/bench.txt" 2>&1
-	bench_outcome $? "python -m bench --trees real" || rc=1
+	bench_outcome $? "python -m bench --trees real" $((SECONDS - start)) "${#limit[@]}" || rc=1
 	# setup vs its C floor and the batched shell script, interleaved, a fresh tree per contender
 	# per round; under TCG one 1000-pod round takes far longer than the CI bound allows.
 	local setup_pods=$pods
@@ -286,10 +287,11 @@ run_bench() {
 		setup_pods=${CGALLOC_BENCH_SETUP_PODS:-100}
 		echo "python -m bench --suites setup: $setup_pods pods, not $full (CI budget under TCG)" >>"$results/bench-cut.txt"
 	fi
+	start=$SECONDS
 	"${limit[@]}" env CGALLOC_BENCH_REAL=1 CGALLOC_BENCH_PODS="$setup_pods" CGALLOC_BENCH_ROUNDS="$rounds" \
 		"$venv/bin/python" -m bench --suites setup --json "$results/bench-setup.json" \
 		--markdown "$results/bench-setup.md" >>"$results/bench.txt" 2>&1
-	bench_outcome $? "python -m bench --suites setup" || rc=1
+	bench_outcome $? "python -m bench --suites setup" $((SECONDS - start)) "${#limit[@]}" || rc=1
 	cd - >/dev/null || true
 	# bench.txt holds both runs: the failed rows they printed, named once in the result file
 	grep '^bench: FAILED row: ' "$results/bench.txt" | sed 's/^bench: FAILED row: //' >>"$results/bench-failed.txt"
@@ -300,10 +302,14 @@ run_bench() {
 	return $rc
 }
 
-# bench_outcome EXIT_STATUS WHAT: a bench run stopped by the CI bound (timeout's 124, or 137
-# when it had to kill) is cut, not failed; any other non-zero status is a failure.
+# bench_outcome EXIT_STATUS WHAT SECONDS BOUNDED: a bench run stopped by the CI bound (timeout's
+# 124, or 137 when it had to kill) is cut, not failed; any other non-zero status is a failure —
+# so is a 124/137 without a bound or before it ran out (an OOM kill also gives 137).
 bench_outcome() {
-	local code=$1 what=$2
+	local code=$1 what=$2 took=$3 bounded=$4
+	if [[ $code == 124 || $code == 137 ]] && ((bounded == 0 || took < ${CGALLOC_BENCH_TIMEOUT:-900})); then
+		code="$code (killed, not by the CI bound)"
+	fi
 	case $code in
 	0) return 0 ;;
 	124 | 137)
