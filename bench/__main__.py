@@ -25,6 +25,10 @@ import tempfile
 
 from bench import command_suite, read_suite, report, rounds, trees
 
+# the environment the suites read: printed with the command, which reproduces nothing without it
+KNOBS = ("CGALLOC_BENCH_REAL", "CGALLOC_BENCH_PODS", "CGALLOC_BENCH_ROUNDS",
+         "CGALLOC_BENCH_SLOW_ROUNDS", "CGALLOC_BENCH_FLAT_PODS")  # fmt: skip
+
 TREES = ("fake-v1", "fake-v2", "real")
 
 
@@ -68,7 +72,7 @@ def main(argv: list[str]) -> int:
         skipped.append(f"real tree: {why}")
     suites: list[report.Suite] = []
     with tempfile.TemporaryDirectory(prefix="cgalloc-bench-bin-") as bindir:
-        floor = trees.build_c("floor", bindir)
+        floor = trees.build_c("floor", bindir) if names else None  # setup alone: no read floor
         for name in names:
             with _case(name) as case:
                 print(f"bench: {case.name}, {len(case.dirs)} cgroups ...", file=sys.stderr)
@@ -86,7 +90,9 @@ def main(argv: list[str]) -> int:
             print(report.text(suites[-1]), flush=True)
     for s in skipped:
         print(f"skipped: {s}")
-    command = "sudo .venv/bin/python -m bench " + shlex.join(argv)
+    knobs = [f"{k}={os.environ[k]}" for k in KNOBS if k in os.environ]
+    env = f"env {shlex.join(knobs)} " if knobs else ""
+    command = f"sudo {env}.venv/bin/python -m bench " + shlex.join(argv)
     machine = {
         "cpus": os.cpu_count(),
         "kernel": platform.release(),

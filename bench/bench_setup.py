@@ -148,7 +148,8 @@ class Node:
         else:
             self.root = fakecgroup.make_tree(self.base, "v2")
             tree = ["--cgroupfs", str(self.root), "--system-reserved-cgroup", "/system.slice"]
-        # setup refuses --capacity on the real cgroupfs: _env stands in for the capacity there
+        # setup refuses --capacity on the real cgroupfs: the pytest form (_env) plans NODE's
+        # capacity; the interleaved --suites setup plans the VM's own
         node = NODE[2:] if REAL else NODE
         self.args = [*node, *tree, "--pods", str(_pods_file(self.base))]
         self.args += ["--state-dir", str(self.base / "state")]

@@ -148,7 +148,7 @@ def test_failed_bench_rows_are_named(tmp_path):
         "setup of 100 pods, real cgroupfs: cgalloc setup, cold: failed: AssertionError: 2\n"
     )
     (d / "bench-failed.txt").write_text(failed)
-    cut = "python -m bench --trees real: stopped after 420 s (CI bound)"
+    cut = "python -m bench --trees real: stopped after 300 s (CI bound)"
     (d / "bench-cut.txt").write_text(cut + "\n")
     assert results.main([str(tmp_path / "raw"), str(tmp_path / "out"), "v2"]) == 1
     v2 = json.loads((tmp_path / "out" / "v2.json").read_text())
