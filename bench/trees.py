@@ -34,11 +34,9 @@ class Case:
     plain: bool  # a plain directory tree, not cgroupfs
     top: str  # the tree's top below the hierarchy root ("" for a fake tree)
     plans: list = field(default_factory=list)
-    kept_plans: list = field(default_factory=list)  # what the sampler keeps open
 
     def __post_init__(self) -> None:
         self.plans = stats.mount_plans(self.hierarchy)
-        self.kept_plans = stats.mount_plans(self.hierarchy, stats.kept_open)
 
     @property
     def files_per_dir(self) -> int:
@@ -154,9 +152,6 @@ def _enable_v2(mount: str, dirs: list[str]) -> None:
         if d in parents:
             with open(os.path.join(mount, d, "cgroup.subtree_control"), "w") as f:
                 f.write(" ".join(f"+{c}" for c in V2_CONTROLLERS))
-
-
-FD_MARGIN = 256  # fds left for Python and the roots
 
 
 def raise_nofile() -> int:

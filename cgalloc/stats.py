@@ -21,11 +21,11 @@ import contextlib
 import os
 import resource
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cgalloc import core, sampler_policy, tree
+from cgalloc import core, tree
 from cgalloc.capacity import max_pids
 from cgalloc.cgroupfs import Hierarchy, controller_dirs, detect
 from cgalloc.core.records import MAX, OK, FileSpec, Snapshot
@@ -33,6 +33,7 @@ from cgalloc.errors import HostError
 from cgalloc.resources import CPU, MEMORY
 
 if TYPE_CHECKING:
+    from cgalloc import sampler_policy
     from cgalloc.config import NodeConfig
 
 UNLIMITED = 2**64 - 1  # how "max" is reported (cAdvisor's math.MaxUint64)
@@ -230,23 +231,15 @@ class MountPlan:
                 found[d] = True
 
 
-def kept_open(f: Field) -> bool:
-    """Whether ``f``'s file is a one-line file: the kind :mod:`cgalloc.sampler_policy` ranks
-    first for a kept descriptor (a keyed file such as memory.stat gains about half as much)."""
-    return f.key is None
-
-
-def mount_plans(h: Hierarchy, keep: Callable[[Field], bool] | None = None) -> list[MountPlan]:
+def mount_plans(h: Hierarchy) -> list[MountPlan]:
     """One plan per mount: the unified mount on v2, each v1 controller's mount otherwise.
 
     Controllers co-mounted on v1 (cpu,cpuacct) share one plan, so each file is read once.
-    ``keep`` selects fields (all by default); a mount left with none has no plan.
     """
-    fields = [f for f in fields_for(h.version) if keep is None or keep(f)]
     if h.version == "v2":
-        return [MountPlan(h.unified or h.root, fields)] if fields else []
+        return [MountPlan(h.unified or h.root, V2_FIELDS)]
     by_mount: dict[str, list[Field]] = {}
-    for f in fields:
+    for f in V1_FIELDS:
         mount = h.v1_mounts.get(f.controller)
         if mount is not None:
             by_mount.setdefault(os.path.realpath(mount), []).append(f)
@@ -343,6 +336,8 @@ class TreeReader:
 
     def _choose(self, ndirs: int) -> sampler_policy.FdPolicy:
         """The fd policy for ``ndirs`` cgroups, raising RLIMIT_NOFILE first if that helps."""
+        from cgalloc import sampler_policy  # samples only: a one-shot read never keeps fds
+
         specs = [p.specs for p in self.plans]
         want = sampler_policy.choose(specs, ndirs, 1 << 30).fds(len(specs))
         soft = raise_nofile(self._other_fds + FD_RESERVE + want)

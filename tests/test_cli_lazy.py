@@ -80,7 +80,7 @@ PLANNING = ["cgalloc.plan", "cgalloc.apply", "cgalloc.ownership", "cgalloc.syste
             "cgalloc.allocatable"]  # fmt: skip
 NOT_IMPORTED = {
     "stats": [*OTHER_COMMANDS, *PLANNING, "cgalloc.yamlout", "cgalloc.cli.show",
-              "cgalloc.cli.kubelet_config", "pydantic"],
+              "cgalloc.cli.kubelet_config", "cgalloc.sampler_policy", "pydantic"],
     "kubelet-config": [*OTHER_COMMANDS, *PLANNING, "cgalloc.limits", "cgalloc.stats",
                        "cgalloc.core", "cgalloc.cgroupfs", "cgalloc.cli.stats", "pydantic"],
     "show": [*OTHER_COMMANDS, "cgalloc.plan", "cgalloc.apply", "cgalloc.ownership",
