@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -22,7 +21,7 @@ from typing import Protocol
 from cgalloc import core
 from cgalloc.errors import CgallocError, InputError
 from cgalloc.ownership import BOOT_ID_FILE, Record, StateDir, journal_entry
-from cgalloc.plan import Action, Plan, cgroup_depth, read_file, undo_actions
+from cgalloc.plan import Action, LiveTree, Plan, cgroup_depth, read_file, undo_actions
 from cgalloc.systemd import (
     Systemd,
     SystemdError,
@@ -345,32 +344,7 @@ def _has_procs(mount: str, path: str) -> bool:
     return bool((read_file(mount, path, "cgroup.procs") or "").strip())
 
 
-class _Links:
-    """Which directories below a mount are symlinks, each looked up once: a record lists
-    thousands of cgroups under a few shared parents, and ``os.path.realpath`` per entry
-    re-lstats every parent each time."""
-
-    def __init__(self) -> None:
-        self._link: dict[str, bool] = {}
-
-    def through_link(self, mount: str, parts: list[str]) -> bool:
-        """Whether ``mount``/``parts`` passes through a symlink below ``mount``."""
-        at = mount
-        for part in parts:
-            at = f"{at}/{part}"
-            link = self._link.get(at)
-            if link is None:
-                try:
-                    link = stat.S_ISLNK(os.lstat(at).st_mode)
-                except OSError:
-                    link = False  # missing: nothing below it resolves anywhere else either
-                self._link[at] = link
-            if link:
-                return True
-        return False
-
-
-def _outside(root: str, mount: str, path: str, what: str, links: _Links | None = None) -> bool:
+def _outside(root: str, mount: str, path: str, what: str, live: LiveTree) -> bool:
     """Whether a record entry points outside the hierarchy mounted at (or just below) ``root``:
     setup only ever records a mount that is the root (v2) or a directory in it (v1), and a
     normalised relative cgroup path below that mount (the root cgroup itself only for the
@@ -385,7 +359,7 @@ def _outside(root: str, mount: str, path: str, what: str, links: _Links | None =
     parts = path.split("/")
     if any(p in ("", ".", "..") or "\x00" in p or "\n" in p for p in parts):
         return True
-    if not (links or _Links()).through_link(mount, parts):
+    if live.symlink_in(mount, parts) is None:
         return False  # no symlink below the mount: the path stays below it
     real_mount = os.path.realpath(mount)
     real = os.path.realpath(os.path.join(mount, path))
@@ -394,11 +368,12 @@ def _outside(root: str, mount: str, path: str, what: str, links: _Links | None =
 
 def check_managed(root: str, record: Record) -> None:
     """Refuse a record with entries outside the tree below ``root`` (a tampered record)."""
-    links = _Links()
+    # a record lists thousands of cgroups under a few shared parents: each listed once
+    live = LiveTree()
     bad = [
         f"  {what} {os.path.join(mount, path)}"
         for what, mount, path in record.entries()
-        if _outside(root, mount, path, what, links)
+        if _outside(root, mount, path, what, live)
     ]
     bad += [
         f"  changed file {f!r} of {os.path.join(m, p)}"

@@ -229,10 +229,9 @@ class LiveTree:
         return None
 
 
-def lacking(path: str, mounts: dict[str, str], live: LiveTree | None = None) -> list[str]:
+def lacking(path: str, mounts: dict[str, str], live: LiveTree) -> list[str]:
     """The hierarchy mount points in ``mounts`` without a cgroup ``path``."""
-    exists = live.is_cgroup if live is not None else is_cgroup
-    return [m for m in _distinct(mounts.values()) if not exists(m, path)]
+    return [m for m in _distinct(mounts.values()) if not live.is_cgroup(m, path)]
 
 
 def _missing_error(heading: str, missing: Iterable[str]) -> HostError:
@@ -304,9 +303,8 @@ def _shrinks(file: str, old: str | None, new: str) -> bool:
 # ---------------------------------------------------------------- building the plan
 
 
-def check_targets(desired: Sequence, mounts: dict[str, str], live: LiveTree | None = None) -> None:
+def check_targets(desired: Sequence, mounts: dict[str, str], live: LiveTree) -> None:
     """Refuse cgroups cgalloc must not touch; one sentence per problem, naming the field."""
-    live = live or LiveTree()
     problems: list[str] = []
     kubepods = next((d.path for d in desired if d.role == "kubepods"), None)
     named: set[str] = set()
