@@ -192,6 +192,11 @@ def test_default_state_dir_survives_reboot():
         lambda outside, tree: {"changed": [[str(tree), "kubepods", "../../outside/f", "1"]]},
         lambda outside, tree: {"created": [[str(tree), ""]]},
         lambda outside, tree: {"enabled": [[str(tree) + "/../outside", "victim", ["cpu"]]]},
+        # a plain path, but through a symlink in the tree that leads outside it
+        lambda outside, tree: (
+            os.symlink(outside, tree / "escape"),
+            {"created": [[str(tree), "escape/victim"]]},
+        )[1],
     ],
 )
 def test_teardown_refuses_a_record_naming_cgroups_outside_the_tree(tree, tmp_path, capsys, entry):
