@@ -257,16 +257,16 @@ def _runs(actions: list[Action], batched: bool) -> Iterator[list[Action]]:
     (``batched``), every other action alone."""
     run: list[Action] = []
     for a in actions:
-        if batched and a.kind != "move" and len(run) < BATCH:
+        if batched and a.kind != "move":
             run.append(a)
+            if len(run) == BATCH:
+                yield run
+                run = []
             continue
         if run:
             yield run
             run = []
-        if batched and a.kind != "move":
-            run.append(a)
-        else:
-            yield [a]
+        yield [a]
     if run:
         yield run
 

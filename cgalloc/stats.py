@@ -619,7 +619,7 @@ def start_times(h: Hierarchy, paths: Sequence[str]) -> list[float | None]:
                 fds.append(os.open(m, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
         out: list[float | None] = []
         for path in paths:
-            rel = path.strip("/") or "."
+            rel = _rel(path) or "."
             oldest = None
             for fd in fds:
                 try:
