@@ -166,10 +166,8 @@ def _byte_compile() -> None:
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
-def _cpu_rows(result: Suite, cpu: dict[str, list]) -> list[Target]:
-    """Rows and targets of the CPU time of the same runs, when every run of them succeeded."""
-    rounds = len(result.times[TYPER])
-    kept = {n: v[1:] for n, v in cpu.items() if len(v) == rounds + 1}  # drop the warm-up
+def _cpu_rows(result: Suite, kept: dict[str, list]) -> list[Target]:
+    """Rows and targets of the CPU time of the same runs (``kept``: every run succeeded)."""
     for name, values in kept.items():
         result.times[f"{name} (CPU)"] = values
         result.contenders.append(Contender(f"{name} (CPU)", lambda: 0.0, 1,
@@ -242,9 +240,10 @@ def _suite(case: trees.Case, floor_bin: str | None, sized: dict[int, trees.Case]
         ]
         result.contenders.append(Contender(TYPER_PLUS_FLOOR, lambda: 0.0, 1,
                                            note="per round: the two above added"))  # fmt: skip
-    cpu_targets = _cpu_rows(result, cpu)
+    # CPU times of the contenders whose every run succeeded, the warm-up run dropped
+    kept = {n: v[1:] for n, v in cpu.items() if len(v) == len(result.times[TYPER]) + 1}
+    cpu_targets = _cpu_rows(result, kept)
     if sized:
-        kept = {n: v[1:] for n, v in cpu.items() if len(v) == len(result.times[TYPER]) + 1}
         # the main tree is the flatness reference: its runs are the STATS contender's
         sizes = {n: _sized(n) for n in sized} | {trees.PODS: STATS}
         cpu_targets += _flat_rows(result, kept, sizes)
