@@ -30,7 +30,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GAIN_DIRS = 500  # cgroups per file kind in the gain rounds
 
 
-def _floor_run(binary: str, mode: str, cwd: str, paths: list[str], iterations: int = 3) -> float:
+def floor_run(binary: str, mode: str, cwd: str, paths: list[str], iterations: int = 3) -> float:
     """Seconds per file the floor spends (its own clock, best of ``iterations``)."""
     out = subprocess.run([binary, mode, str(iterations)], input="\n".join(paths),
                          capture_output=True, text=True, check=True, cwd=cwd)  # fmt: skip
@@ -45,7 +45,7 @@ def gain_contenders(binary: str, plans: list, dirs: list[str]) -> list[Contender
         for spec in plan.specs:
             paths = [f"{d}/{spec.name}" for d in sample]
             for mode in MODES:
-                run = (lambda m, p, c: lambda: _floor_run(binary, m, c, p))(mode, paths, plan.path)
+                run = (lambda m, p, c: lambda: floor_run(binary, m, c, p))(mode, paths, plan.path)
                 out.append(Contender(f"{spec.name} {mode}", run, 1))
     return out
 

@@ -48,14 +48,10 @@ def _floor(binary: str, mode: str, plans: list, dirs: list[str], lines=None) -> 
     ``lines(plan)``: the "k|d|c PATH" lines of mode "mixed" for that mount.
     """
     total = 0.0
-    iterations = str(1 if mode == "cold" else WARM_SAMPLES)
+    iterations = 1 if mode == "cold" else WARM_SAMPLES
     for plan in plans:
         paths = lines(plan) if lines else [f"{d}/{s.name}" for d in dirs for s in plan.specs]
-        out = subprocess.run(
-            [binary, mode, iterations], input="\n".join(paths), capture_output=True, text=True,
-            check=True, cwd=plan.path,
-        )  # fmt: skip
-        total += float(out.stdout.split()[2]) * len(paths) / 1e9
+        total += fdcost.floor_run(binary, mode, plan.path, paths, iterations) * len(paths)
     return total
 
 
