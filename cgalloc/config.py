@@ -112,6 +112,11 @@ class NodeConfig:
     runtime_cgroups: str = ""
     system_cgroups: str = ""
 
+    def enforces(self, role: str) -> bool:
+        """Whether ``role``'s cgroup is enforced: in full, or its compressible resources only."""
+        wanted = self.enforce_node_allocatable
+        return role in wanted or f"{role}-compressible" in wanted
+
     @property
     def strict_cpu_reservation(self) -> bool:
         """The static policy's strict-cpu-reservation option: pods stay off the reserved CPUs."""

@@ -338,9 +338,7 @@ def naming_notes(cfg: NodeConfig) -> list[str]:
         ("system-reserved", cfg.system_reserved_cgroup),
         ("kube-reserved", cfg.kube_reserved_cgroup),
     ):
-        enforced = role in cfg.enforce_node_allocatable or (
-            f"{role}-compressible" in cfg.enforce_node_allocatable
-        )
+        enforced = cfg.enforces(role)
         note = reserved_mapping_note(RESERVED_FIELDS[role], value, cfg.cgroup_driver)
         if enforced and note:
             notes.append(note)

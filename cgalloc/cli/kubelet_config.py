@@ -25,10 +25,6 @@ def _resources(rl) -> dict[str, str]:
     return {name: str(q) for name, q in sorted(rl.items())}
 
 
-def _enforced(cfg: NodeConfig, role: str) -> bool:
-    return any(e in cfg.enforce_node_allocatable for e in (role, f"{role}-compressible"))
-
-
 def daemon_cgroups(cfg: NodeConfig) -> dict[str, str]:
     """kubeletCgroups, runtimeCgroups and systemCgroups for the cgroups setup makes.
 
@@ -42,7 +38,7 @@ def daemon_cgroups(cfg: NodeConfig) -> dict[str, str]:
     """
     out: dict[str, str] = {}
     driver = cfg.cgroup_driver
-    if _enforced(cfg, "kube-reserved") and cfg.kube_reserved_cgroup:
+    if cfg.enforces("kube-reserved") and cfg.kube_reserved_cgroup:
         kube = tree.reserved_path(cfg.kube_reserved_cgroup, "--kube-reserved-cgroup", driver)
         if driver != "systemd":
             out["kubeletCgroups"] = out["runtimeCgroups"] = kube
@@ -54,7 +50,7 @@ def daemon_cgroups(cfg: NodeConfig) -> dict[str, str]:
                 out["runtimeCgroups"] = f"{kube}/{DAEMON_UNITS['containerd']}"
             elif kube.endswith("/" + DAEMON_UNITS["kubelet"]):
                 out["kubeletCgroups"] = kube  # the reservation is the kubelet's own unit
-    if _enforced(cfg, "system-reserved") and cfg.system_reserved_cgroup:
+    if cfg.enforces("system-reserved") and cfg.system_reserved_cgroup:
         system = tree.reserved_path(cfg.system_reserved_cgroup, "--system-reserved-cgroup", driver)
         if system != "/":
             out["systemCgroups"] = system
