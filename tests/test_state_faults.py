@@ -82,7 +82,8 @@ def test_state_dir_failing_at_every_position_restores_the_tree(
     code, _, err = _setup(capsys, root, clean, monkeypatch, counter)
     # stderr: the system-reserved warning, then one progress line per change
     assert code == 0 and err.startswith(f"cgalloc: warning: {SYSTEM_RESERVED_RISK}\n"), err
-    assert all(re.match(r"\[\d+/\d+\] ", line) for line in err.splitlines()[1:]), err
+    progress = err.splitlines()[1:]
+    assert progress and all(re.match(r"\[\d+/\d+\] ", line) for line in progress), err
     positions = counter.calls
     assert positions >= 8  # journal open/write/fsync + dir fsync, record tmp/replace + dir fsync
     with capsys.disabled():
