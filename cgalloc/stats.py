@@ -305,10 +305,7 @@ class TreeReader:
         self.hierarchy = hierarchy
         self.threads = threads
         self.plans = mount_plans(hierarchy)
-        self._root_of = {
-            p.path: core.open_root(p.path, allow_any_fs=allow_any_fs) for p in self.plans
-        }
-        self.roots = [self._root_of[p.path] for p in self.plans]
+        self.roots = [core.open_root(p.path, allow_any_fs=allow_any_fs) for p in self.plans]
         self._samplers: list | None = None
         self._dirs: tuple[str, ...] = ()
         self.policy: sampler_policy.FdPolicy | None = None
@@ -331,8 +328,8 @@ class TreeReader:
         return self._records(dirs, self._cold(dirs))
 
     def _cold(self, dirs: Sequence[str]) -> list[Snapshot]:
-        return [self._root_of[p.path].read(dirs, p.specs, threads=self.threads)
-                for p in self.plans]  # fmt: skip
+        return [root.read(dirs, p.specs, threads=self.threads)
+                for root, p in zip(self.roots, self.plans, strict=True)]  # fmt: skip
 
     def _choose(self, ndirs: int) -> sampler_policy.FdPolicy:
         """The fd policy for ``ndirs`` cgroups, raising RLIMIT_NOFILE first if that helps."""
@@ -372,8 +369,8 @@ class TreeReader:
         if self._samplers is None:
             self._other_fds = open_fd_count()
             self._samplers = [
-                self._root_of[p.path].sampler(dirs, p.specs, threads=self.threads)
-                for p in self.plans
+                root.sampler(dirs, p.specs, threads=self.threads)
+                for root, p in zip(self.roots, self.plans, strict=True)
             ]
         elif dirs != self._dirs:
             for s in self._samplers:
