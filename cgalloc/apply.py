@@ -418,6 +418,49 @@ def _restore_values(
     return failed
 
 
+def _deepest_first(created) -> list[tuple[str, str]]:
+    """The order teardown removes cgroups in: children before their parents."""
+    return sorted(created, key=lambda mp: (-cgroup_depth(mp[1]), mp))
+
+
+def preview_teardown(root: str, record: Record) -> tuple[list[str], int]:
+    """What ``teardown`` would do with ``record``, one line each, reading only: the same
+    refusal of a tampered record and the same conditions as the real run. Also returns how
+    many of the lines are cgroups it would keep (no change)."""
+    check_managed(root, record)
+    lines = []
+    for (mount, path, file), original in sorted(record.changed.items()):
+        if not os.path.isdir(os.path.join(mount, path)):
+            continue
+        current = read_file(mount, path, file)
+        # a file gone with its controller cannot be written back: teardown forgets it
+        # (_forget_vanished), the cgroup being as it was
+        if current is not None and current != original:
+            where = Action("write", mount, path, file).where(root)
+            lines.append(f"restore {where}: {current} -> {original or '(empty)'}")
+    kept: set[tuple[str, str]] = set()
+    for mount, path in _deepest_first(record.created):
+        if not os.path.isdir(os.path.join(mount, path)):
+            continue
+        where = Action("mkdir", mount, path).where(root)
+        if _has_procs(mount, path):
+            kept.add((mount, path))
+            lines.append(f"keep {where}: it still has processes")
+        elif any(m == mount and p.startswith(path + "/") for m, p in kept):
+            # rmdir of a cgroup with a child left fails (EBUSY): the real run keeps it too
+            kept.add((mount, path))
+            lines.append(f"keep {where}: a cgroup below it is kept")
+        else:
+            lines.append(f"rmdir {where}")
+    for mount, path in _deepest_first(record.enabled):
+        if (mount, path) in record.created or not os.path.isdir(os.path.join(mount, path)):
+            continue
+        controllers = record.enabled[(mount, path)]
+        where = Action("mkdir", mount, path).where(root)
+        lines.append(f"disable {' '.join(sorted(controllers))} in {where}")
+    return lines, len(kept)
+
+
 def _forget_vanished(record: Record, failed: dict, result: Result) -> None:
     """A value that could not be restored whose file is gone since teardown disabled its
     controller: the cgroup is as it was. (A populated cpuset refuses an empty cpuset.cpus with
@@ -437,7 +480,7 @@ def _forget_cgroup(record: Record, mount: str, path: str) -> None:
 def _remove_created(root: str, record: Record, roots: Roots, switches, result: Result) -> None:
     """Remove the empty cgroups ``record`` says cgalloc created (deepest first) and disable the
     controllers it enabled; what cannot be undone stays in the record, listed in ``kept``."""
-    for mount, path in sorted(record.created, key=lambda mp: (-cgroup_depth(mp[1]), mp)):
+    for mount, path in _deepest_first(record.created):
         where = Action("mkdir", mount, path).where(root)
         if not os.path.isdir(os.path.join(mount, path)):
             _forget_cgroup(record, mount, path)
@@ -454,8 +497,8 @@ def _remove_created(root: str, record: Record, roots: Roots, switches, result: R
             continue
         _forget_cgroup(record, mount, path)
         result.done.append(Action("rmdir", mount, path, cgroup=path))
-    deepest_first = sorted(record.enabled.items(), key=lambda t: -cgroup_depth(t[0][1]))
-    for (mount, path), controllers in deepest_first:
+    for mount, path in _deepest_first(record.enabled):
+        controllers = record.enabled[(mount, path)]
         if (mount, path) in record.created:
             continue  # kept because it is not empty; its controllers stay enabled too
         if not os.path.isdir(os.path.join(mount, path)):

@@ -12,6 +12,7 @@ import yaml
 from clirun import run_cli
 from fakecgroup import snapshot
 from test_cli_setup import NODE, fake_tree, where
+from test_state_faults import _existing_system_slice
 
 from cgalloc.cli.inputs import CAPACITY_IS_PLANNED, SYSTEM_RESERVED_RISK
 
@@ -97,6 +98,35 @@ def test_teardown_dry_run_lists_and_writes_nothing(tree, tmp_path, capsys):
     done = json.loads(out)
     assert code == 0 and done["writes"] == len(lines) - 1
     assert done["systemd"] == {"unitsStopped": [], "propertiesRestored": []}
+
+
+def test_teardown_dry_run_agrees_with_teardown_on_a_changed_tree(tree, tmp_path, capsys):
+    # each departure from the recorded tree, and what the real run does with it, which the
+    # dry run must list the same way (apply.teardown: _restore_values, _remove_created)
+    _existing_system_slice(tree, "v2", "max")  # the node's own: setup changes, not creates
+    run_cli(capsys, "setup", *NODE, *where(tree, tmp_path))
+    (tree / "kubepods" / "besteffort" / "cgroup.procs").write_text("4242\n")  # kept: busy
+    (tree / "system.slice" / "memory.max").unlink()  # gone with its controller: forgotten
+    gone = tree / "kubepods" / "burstable"
+    for f in gone.iterdir():
+        f.unlink()
+    gone.rmdir()  # a created cgroup already gone: nothing to do
+    code, out, _ = run_cli(capsys, "teardown", *where(tree, tmp_path), "--dry-run")
+    lines = [line.strip() for line in out.splitlines()[:-1]]
+    assert code == 0
+    assert "keep kubepods/besteffort: it still has processes" in lines
+    assert "keep kubepods: a cgroup below it is kept" in lines
+    assert not any(line.startswith("rmdir kubepods") for line in lines)
+    assert "restore system.slice/pids.max: 100 -> max" in lines
+    assert not any("memory.max" in line for line in lines)
+    assert not any("kubepods/burstable" in line for line in lines)
+    undo = [line for line in lines if not line.startswith("keep ")]
+    assert out.splitlines()[-1] == f"dry run: {len(undo)} changes to undo, nothing written"
+    code, out, _ = run_cli(capsys, "teardown", *where(tree, tmp_path), "-o", "json")
+    done = json.loads(out)
+    assert code == 1  # the busy cgroup and its parent were kept
+    assert done["writes"] == len(undo)
+    assert (tree / "system.slice" / "pids.max").read_text() == "max\n"
 
 
 def _keys(doc: object) -> set[str]:

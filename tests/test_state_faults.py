@@ -200,7 +200,11 @@ def test_default_state_dir_survives_reboot():
         )[1],
     ],
 )
-def test_teardown_refuses_a_record_naming_cgroups_outside_the_tree(tree, tmp_path, capsys, entry):
+@pytest.mark.parametrize("dry", [[], ["--dry-run"]], ids=["teardown", "dry-run"])
+def test_teardown_refuses_a_record_naming_cgroups_outside_the_tree(
+    tree, tmp_path, capsys, entry, dry
+):
+    # the dry run refuses the same record: it must not list what the real run would refuse
     outside = tmp_path / "outside"
     (outside / "victim").mkdir(parents=True)
     (outside / "victim" / "memory.max").write_text("12345\n")
@@ -208,7 +212,7 @@ def test_teardown_refuses_a_record_naming_cgroups_outside_the_tree(tree, tmp_pat
     record = {"version": 1, **entry(outside, tree)}
     (tmp_path / "state" / "owned.json").write_text(json.dumps(record))
     before, victim = snapshot(tree), snapshot(outside)
-    code, _out, err = run_cli(capsys, "teardown", "--cgroupfs", str(tree), *_state(tmp_path))
+    code, _out, err = run_cli(capsys, "teardown", "--cgroupfs", str(tree), *_state(tmp_path), *dry)
     assert code == 2, err
     lines = err.splitlines()
     assert lines[0].startswith("cgalloc: --state-dir: the record names cgroups outside the tree")

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
-
 import typer
 
-from cgalloc.apply import peek_units, teardown
+from cgalloc.apply import peek_units, preview_teardown, teardown
 from cgalloc.apply import switches as current_switches
 from cgalloc.cli.options import cgroupfs_option, dry_run_option, quiet_option, state_dir_option
 from cgalloc.cli.render import OutputFormat, output_option, warn
 from cgalloc.cli.setup import report, require_root
-from cgalloc.ownership import Record, StateDir
-from cgalloc.plan import Action, read_file
+from cgalloc.ownership import StateDir
 from cgalloc.systemd import UnitRecord
 
 TEARDOWN_HELP = (
@@ -37,24 +34,6 @@ def _unit_lines(units: dict, verb: tuple[str, str] = ("stopped", "restored")) ->
     return lines
 
 
-def would_undo(root: str, record: Record) -> list[str]:
-    """What teardown would do with ``record``, one line each, reading only."""
-    lines = []
-    for (mount, path, file), original in sorted(record.changed.items()):
-        current = read_file(mount, path, file)
-        if current is not None and current != original:
-            where = Action("write", mount, path, file).where(root)
-            lines.append(f"restore {where}: {current} -> {original or '(empty)'}")
-    for mount, path in sorted(record.created, key=lambda mp: (-mp[1].count("/"), mp)):
-        if os.path.isdir(os.path.join(mount, path)):
-            lines.append(f"rmdir {Action('mkdir', mount, path).where(root)}")
-    for (mount, path), controllers in sorted(record.enabled.items()):
-        if (mount, path) not in record.created and os.path.isdir(os.path.join(mount, path)):
-            where = Action("mkdir", mount, path).where(root)
-            lines.append(f"disable {' '.join(sorted(controllers))} in {where}")
-    return lines
-
-
 def register(app: typer.Typer) -> None:
     """Add ``teardown`` to the app."""
 
@@ -72,8 +51,9 @@ def register(app: typer.Typer) -> None:
             record = state.peek()
             warn(state.notes)
             units = _units(peek_units(state), UnitRecord())
-            lines = would_undo(cgroupfs, record) + _unit_lines(units, ("stop", "restore"))
-            summary = f"dry run: {len(lines)} changes to undo, nothing written"
+            lines, kept = preview_teardown(cgroupfs, record)
+            lines += _unit_lines(units, ("stop", "restore"))
+            summary = f"dry run: {len(lines) - kept} changes to undo, nothing written"
             doc = {"dryRun": True, "wouldUndo": lines, "systemd": units}
             report(doc, lines, summary, output, quiet)
             return
