@@ -47,7 +47,7 @@ MODES = ("auto", "yes", "no")
 UINT64_MAX = 2**64 - 1  # systemd's "infinity" for MemoryMax, TasksMax, CPUQuotaPerSecUSec
 USEC_PER_SEC = 1_000_000
 PING_TIMEOUT = 2.0  # seconds a fresh connection has to answer its Ping
-CONNECT_ATTEMPTS = 4
+PING_ATTEMPTS = 4
 
 SYSTEMD1 = "org.freedesktop.systemd1"
 MANAGER_PATH = "/org/freedesktop/systemd1"
@@ -228,32 +228,36 @@ class Systemd:
     def _connection(self) -> _PeerConnection:
         """A connection that has answered a Ping.
 
-        Under qemu, systemd was seen (2 runs in 7) to leave the first message on a fresh
-        private-socket connection unanswered; proving each connection with an idempotent Ping,
-        and reconnecting when it goes unanswered, keeps that from losing a real call.
+        sd-bus leaves a message unprocessed when it arrives in the same read as the auth's
+        BEGIN (bus_socket_auth_verify_server keeps it in its buffer, and epoll will not wake
+        for bytes already read), until more bytes arrive. Under qemu PID 1 is slow enough to
+        read both at once in most runs, so a reconnect meets the same stall; another Ping on
+        the same connection is those bytes, and systemd then answers both.
         """
         if self._conn is not None:
             return self._conn
-        wait = min(PING_TIMEOUT, self.timeout)
-        for attempt in range(CONNECT_ATTEMPTS):
+        try:
+            conn = _PeerConnection(prep_socket(self.address, timeout=self.timeout))
+        except OSError as exc:
+            raise SystemdError(
+                f"cannot reach systemd at {self.address}: {exc.strerror or exc}"
+            ) from exc
+        for attempt in range(PING_ATTEMPTS):
             # Doubling: a PID 1 busy with jobs under emulation took longer than 4 x 2 s.
             wait = min(PING_TIMEOUT * 2**attempt, self.timeout)
             try:
-                conn = _PeerConnection(prep_socket(self.address, timeout=self.timeout))
-            except OSError as exc:
-                raise SystemdError(
-                    f"cannot reach systemd at {self.address}: {exc.strerror or exc}"
-                ) from exc
-            try:
                 conn.send_and_get_reply(new_method_call(_PEER, "Ping"), timeout=wait)
-            except (TimeoutError, OSError):
-                conn.close()
+            except TimeoutError:
                 continue
+            except OSError as exc:
+                conn.close()
+                raise SystemdError(_no_answer("Ping", "", exc, wait)) from exc
             self._conn = conn
             return conn
+        conn.close()
         raise SystemdError(
-            f"systemd at {self.address} accepted {CONNECT_ATTEMPTS} connections but answered no "
-            f"Ping within {wait:g} s."
+            f"systemd at {self.address} answered none of {PING_ATTEMPTS} Pings on a new "
+            f"connection (the last waited {wait:g} s)."
         )
 
     def close(self) -> None:

@@ -238,3 +238,20 @@ def test_reports_say_what_was_done_over_dbus(tmp_path):
     assert "  restored the properties of unit system.slice" in lines
     assert lines[-1].endswith(f"; stopped {len(UNITS)} systemd units")
     assert not any(line.startswith("  rmdir kubepods.slice") for line in lines)
+
+
+def test_every_fresh_connection_answers_its_first_call():
+    """sd-bus keeps a message read together with the auth's BEGIN unprocessed until more
+    bytes arrive (bus_socket_auth_verify_server); under qemu that hit most fresh connections
+    in one CI run and a teardown gave up after 4 reconnects. Each new client here makes one
+    call on a new connection, as every cgalloc command does."""
+    from cgalloc.systemd import Systemd
+
+    paths = set()
+    for _ in range(25):
+        client = Systemd(timeout=30.0)
+        try:
+            paths.add(client.unit_path("system.slice"))
+        finally:
+            client.close()
+    assert paths == {"/org/freedesktop/systemd1/unit/system_2eslice"}
