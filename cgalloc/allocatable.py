@@ -18,7 +18,7 @@ Values are clamped at 0, as the kubelet does. Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cgalloc import eviction
 from cgalloc.config import NodeConfig
@@ -41,8 +41,7 @@ FULL_RESOURCES = (CPU, MEMORY, PID)
 COMPRESSIBLE_RESOURCES = (CPU,)
 
 
-@dataclass(frozen=True)
-class Term:
+class Term(NamedTuple):
     """One subtraction: ``quantity`` of ``resource`` taken by ``source``."""
 
     resource: str
@@ -51,8 +50,7 @@ class Term:
     lowers: tuple[str, ...] = ("allocatable",)  # "allocatable" and/or "kubepods"
 
 
-@dataclass(frozen=True)
-class Allocatable:
+class Allocatable(NamedTuple):
     """Node-status Allocatable, the cgroup limits, and how they were reached."""
 
     capacity: ResourceList  # as `kubectl describe node` shows (no pid)
@@ -218,8 +216,7 @@ def check_enforceable(result: Allocatable) -> None:
         )
 
 
-@dataclass(frozen=True)
-class CpuSets:
+class CpuSets(NamedTuple):
     """The cpusets the kubelet's CPU manager policy gives kubepods and the reserved cgroups."""
 
     policy: str  # "none", "static", or "static (strict-cpu-reservation)"

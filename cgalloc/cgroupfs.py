@@ -7,7 +7,7 @@ C core's job. File names and value spellings follow the kernel and opencontainer
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from cgalloc.capacity import parse_cpuset
 from cgalloc.errors import HostError
@@ -47,13 +47,12 @@ V2_NEEDED = ("cpu", "cpuset", "memory", "hugetlb", "pids")
 V1_UNLIMITED_FLOOR = (1 << 63) - (1 << 30)
 
 
-@dataclass(frozen=True)
-class Hierarchy:
+class Hierarchy(NamedTuple):
     """How cgroups are mounted under ``root``."""
 
     version: str  # "v1" | "v2" | "hybrid"
     root: str
-    v1_mounts: dict[str, str] = field(default_factory=dict)  # controller -> mountpoint
+    v1_mounts: dict[str, str]  # controller -> mountpoint ({} on v2)
     unified: str | None = None  # the cgroup2 mountpoint (== root on v2)
     # Controllers usable for limits: v2 the root's cgroup.controllers; v1/hybrid the mounted ones.
     controllers: frozenset[str] = frozenset()

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from cgalloc.versions import minor_tuple
 
@@ -23,8 +22,7 @@ if TYPE_CHECKING:
 ALPHA, BETA, GA = "ALPHA", "BETA", ""
 
 
-@dataclass(frozen=True)
-class Spec:
+class Spec(NamedTuple):
     since: tuple[int, int]  # the kubelet minor this spec starts at
     default: bool
     stage: str  # ALPHA | BETA | GA

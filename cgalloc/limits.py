@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cgalloc.quantity import Quantity
 from cgalloc.resources import CPU, MEMORY, PID, hugepage_size_bytes, is_hugepages
@@ -25,8 +25,7 @@ MAX_WEIGHT = 10000
 HUGETLB_UNBOUNDED = 1 << 62
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):
     """Limits for one cgroup; ``None`` leaves the file unset."""
 
     cpu_shares: int | None = None  # v1 shares; converted to cpu.weight on v2

@@ -11,15 +11,14 @@ the interface named ``eth0`` is the one whose counters are copied to the top lev
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 DEFAULT_INTERFACE = "eth0"  # the kubelet's network.DefaultInterfaceName
 SYSFS_NET = "/sys/class/net"
 _COUNTERS = ("rx_bytes", "rx_errors", "tx_bytes", "tx_errors")
 
 
-@dataclass(frozen=True)
-class InterfaceStats:
+class InterfaceStats(NamedTuple):
     """Cumulative counters of one interface."""
 
     name: str

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from cgalloc.limits import (
     MIN_SHARES,
@@ -229,8 +230,7 @@ def pod_limits(
 # ---------------------------------------------------------------- the pod cgroup
 
 
-@dataclass(frozen=True)
-class PodCgroup:
+class PodCgroup(NamedTuple):
     """What the kubelet needs of a pod for its cgroup and its QoS tier."""
 
     uid: str

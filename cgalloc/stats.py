@@ -22,8 +22,7 @@ import os
 import resource
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from cgalloc import core, tree
 from cgalloc.capacity import max_pids
@@ -40,8 +39,7 @@ UNLIMITED = 2**64 - 1  # how "max" is reported (cAdvisor's math.MaxUint64)
 MEMORY_UNLIMITED_ABOVE = 1 << 62  # the kubelet's isMemoryUnlimited bound for availableBytes
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(NamedTuple):
     """One number of a cgroup: where it is read from and how it is scaled."""
 
     name: str
@@ -100,8 +98,7 @@ def fields_for(version: str) -> tuple[Field, ...]:
 Raw = dict[str, int | None]
 
 
-@dataclass(frozen=True, slots=True)
-class CgroupStats:
+class CgroupStats(NamedTuple):
     """One cgroup at one instant. ``None`` = not available (file or controller missing)."""
 
     path: str  # relative to the hierarchy root, "" for the root cgroup
@@ -462,8 +459,7 @@ def container_summary(
 SYSTEM_CONTAINERS = ("kubelet", "runtime", "misc", "pods")
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """A cgroup of the node tree to report: what it is and what it was promised."""
 
     role: str  # node | kubepods | qos | pod | kube-reserved | system-reserved | kubelet | ...

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 from cgalloc import features
 from cgalloc.errors import InputError
@@ -345,8 +345,7 @@ def naming_notes(cfg: NodeConfig) -> list[str]:
     return notes
 
 
-@dataclass(frozen=True)
-class DesiredCgroup:
+class DesiredCgroup(NamedTuple):
     """One cgroup cgalloc wants: path below the cgroupfs root (no leading '/'), role, limits."""
 
     path: str
@@ -359,7 +358,7 @@ def pod_limits(pod: PodCgroup, supported_sizes: Iterable[int]) -> Limits:
     limit, 0 for the sizes the pod did not request; requested sizes the host lacks are skipped."""
     sizes = sorted(set(supported_sizes))
     requested = dict(pod.limits.hugetlb)
-    return replace(pod.limits, hugetlb=tuple((size, requested.get(size, 0)) for size in sizes))
+    return pod.limits._replace(hugetlb=tuple((size, requested.get(size, 0)) for size in sizes))
 
 
 def _tier_memory(pods: Sequence[PodCgroup], qos: str) -> int:
@@ -394,16 +393,16 @@ def qos_memory_limits(
 def _supported(limits: Limits, controllers: frozenset[str]) -> Limits:
     # Like the kubelet, hugetlb and cpuset limits are skipped when the controller is not there.
     if "hugetlb" not in controllers:
-        limits = replace(limits, hugetlb=())
+        limits = limits._replace(hugetlb=())
     if "cpuset" not in controllers:
-        limits = replace(limits, cpuset_cpus=None, cpuset_mems=None)
+        limits = limits._replace(cpuset_cpus=None, cpuset_mems=None)
     return limits
 
 
 def with_unrequested_hugetlb(limits: Limits, page_sizes: Iterable[int]) -> Limits:
     """maybeSetHugetlb (cgroup_manager_linux.go): every page size without a limit gets 0."""
     given = dict(limits.hugetlb)
-    return replace(limits, hugetlb=tuple(sorted((s, given.get(s, 0)) for s in page_sizes)))
+    return limits._replace(hugetlb=tuple(sorted((s, given.get(s, 0)) for s in page_sizes)))
 
 
 def _reserved_entries(cfg: NodeConfig, alloc: Allocatable) -> Iterable[tuple]:
@@ -438,7 +437,7 @@ def desired_tree(
         out.append(DesiredCgroup(path.lstrip("/"), role, _supported(limits, hierarchy.controllers)))
 
     def cpuset(limits: Limits, cpus: frozenset[int] | None) -> Limits:
-        return limits if cpus is None else replace(limits, cpuset_cpus=format_cpuset(cpus))
+        return limits if cpus is None else limits._replace(cpuset_cpus=format_cpuset(cpus))
 
     try:
         node_cgroup = node_allocatable_cgroup(cfg)
@@ -471,7 +470,7 @@ def desired_tree(
         limits = limits_from_resources(resources, compressible)
         if features.enabled(cfg, "MemoryQoS") and limits.memory is not None:
             # enforceExistingCgroup: memory.min = the reservation (Unified, so v2 only)
-            limits = replace(limits, memory_min=limits.memory)
+            limits = limits._replace(memory_min=limits.memory)
         limits = with_unrequested_hugetlb(limits, page_sizes)
         limits = cpuset(limits, sets.reserved_cgroups if sets else None)
         for path in dict.fromkeys(paths):
@@ -499,10 +498,10 @@ def _pod_tree(
         # setMemoryQoS: the Guaranteed tier is kubepods itself (Σ guaranteed + Σ burstable).
         guaranteed_min = _tier_memory(pods, GUARANTEED) + burstable_memory
         if guaranteed_min > 0:
-            kube_limits = replace(kube_limits, memory_min=guaranteed_min)
+            kube_limits = kube_limits._replace(memory_min=guaranteed_min)
     elif v2:
         # enforceNodeAllocatableCgroups resets a previous MemoryQoS state's protection.
-        kube_limits = replace(kube_limits, memory_min=0, memory_low=0)
+        kube_limits = kube_limits._replace(memory_min=0, memory_low=0)
     add(kubepods, "kubepods", kube_limits)
 
     sizes = [size for size, _ in kube_limits.hugetlb]
@@ -510,12 +509,12 @@ def _pod_tree(
     burstable_milli = sum(p.cpu_request_milli for p in pods if p.qos == BURSTABLE)
     burstable = Limits(cpu_shares=milli_cpu_to_shares(burstable_milli), hugetlb=unbounded)
     if memory_qos and burstable_memory > 0:
-        burstable = replace(burstable, memory_min=burstable_memory)
+        burstable = burstable._replace(memory_min=burstable_memory)
     besteffort = Limits(cpu_shares=MIN_SHARES, hugetlb=unbounded)
     reserve = qos_memory_limits(cfg, alloc, pods)
     if reserve is not None:
-        burstable = replace(burstable, memory=reserve[0])
-        besteffort = replace(besteffort, memory=reserve[1])
+        burstable = burstable._replace(memory=reserve[0])
+        besteffort = besteffort._replace(memory=reserve[1])
     tiers = {BURSTABLE: kubepods.child("burstable"), BESTEFFORT: kubepods.child("besteffort")}
     add(tiers[BURSTABLE], "qos", burstable)
     add(tiers[BESTEFFORT], "qos", besteffort)

@@ -14,15 +14,14 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 DEFAULT_KUBELET_VERSION = "1.37"
 SUPPORTED_VERSIONS = ("1.35", "1.36", "1.37")
 VERSION_FORM = "a supported kubelet minor: " + ", ".join(SUPPORTED_VERSIONS)
 
 
-@dataclass(frozen=True)
-class Behaviour:
+class Behaviour(NamedTuple):
     """A kubelet behaviour cgalloc models that started in release ``since``."""
 
     name: str

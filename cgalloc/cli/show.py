@@ -4,6 +4,7 @@ limits that enforcing them would write, and what each reservation and threshold 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -15,9 +16,10 @@ from cgalloc.cli.options import pods_option
 from cgalloc.cli.render import OutputFormat, aligned, emit, output_option, warn
 from cgalloc.config import NodeConfig
 from cgalloc.limits import format_cpuset
-from cgalloc.podresources import PodCgroup
-from cgalloc.pods import load_pods, pod_cgroups
 from cgalloc.resources import format_list
+
+if TYPE_CHECKING:
+    from cgalloc.podresources import PodCgroup
 
 SHOW_HELP = (
     "Show this node's Capacity and Allocatable (as `kubectl describe node` prints them, pods"
@@ -169,6 +171,9 @@ def register(app: typer.Typer) -> None:
         alloc = compute(cfg, capacity)
         doc = result(cfg, alloc, node_cpus(cfg.capacity_overrides))
         if pods:
+            # Imported only when pods are given: YAML, the pod model and their records.
+            from cgalloc.pods import load_pods, pod_cgroups
+
             # show reads no cgroup: the values are cgroup v2's minus memory.min (MemoryQoS)
             doc["pods"] = pods_doc(cfg, pod_cgroups(load_pods(pods), cfg, cgroup_v2=False))
         warn(doc["warnings"])
