@@ -18,6 +18,7 @@ are the numbers the kubelet would report for the same cgroups.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import resource
 import time
@@ -94,8 +95,11 @@ def fields_for(version: str) -> tuple[Field, ...]:
     return V2_FIELDS if version == "v2" else V1_FIELDS
 
 
-# A raw value: a number, UNLIMITED for "max"/"-1", None when the file or key is absent.
-Raw = dict[str, int | None]
+# One field's values over the dirs of a read: a number, UNLIMITED for "max"/"-1", None when the
+# file or key is absent.
+Column = list[int | None]
+# A status byte -> 1 when the cell was read (OK or MAX), else 0.
+_READ = bytes(int(st in (OK, MAX)) for st in range(256))
 
 
 class CgroupStats(NamedTuple):
@@ -145,35 +149,30 @@ def usage_nano_cores(prev: CgroupStats | None, cur: CgroupStats) -> int | None:
     return int(float(cur.cpu_usage_ns - prev.cpu_usage_ns) / float(dt) * 1e9)
 
 
-def build(path: str, raw: Raw, time_ns: int, found: bool = True) -> CgroupStats:
-    """A record from the raw values of :func:`fields_for`'s fields.
+def records(
+    dirs: Sequence[str], columns: dict[str, Column], found: Sequence[bool], time_ns: int
+) -> list[CgroupStats]:
+    """One record per dir from the columns of :func:`fields_for`'s fields (a field no mount
+    had is None throughout).
 
     On the v2 root, which has no ``memory.current``, usage is anon + file like the kubelet.
     """
-    usage = raw.get("memory_usage")
-    if usage is None and raw.get("anon") is not None and raw.get("file") is not None:
-        usage = raw["anon"] + raw["file"]
-    return CgroupStats(
-        path=path,
-        found=found,
-        time_ns=time_ns,
-        cpu_usage_ns=raw.get("cpu_usage_ns"),
-        nr_periods=raw.get("nr_periods"),
-        nr_throttled=raw.get("nr_throttled"),
-        throttled_ns=raw.get("throttled_ns"),
-        memory_usage=usage,
-        working_set=working_set(usage, raw.get("inactive_file")),
-        rss=raw.get("rss"),
-        pgfault=raw.get("pgfault"),
-        pgmajfault=raw.get("pgmajfault"),
-        pids_current=raw.get("pids_current"),
-        memory_limit=raw.get("memory_limit"),
-        cpu_shares=raw.get("cpu_shares"),
-        cpu_weight=raw.get("cpu_weight"),
-        cpu_quota_us=raw.get("cpu_quota_us"),
-        cpu_period_us=raw.get("cpu_period_us"),
-        pids_max=raw.get("pids_max"),
-    )
+    missing: Column = [None] * len(dirs)
+    col = columns.get
+    usage = col("memory_usage", missing)
+    if "anon" in columns and None in usage:
+        parts = zip(usage, columns["anon"], col("file", missing), strict=True)
+        usage = [a + f if u is None and a is not None and f is not None else u for u, a, f in parts]
+    ws = list(map(working_set, usage, col("inactive_file", missing)))
+    rows = zip(
+        dirs, found, itertools.repeat(time_ns, len(dirs)), col("cpu_usage_ns", missing),
+        col("nr_periods", missing), col("nr_throttled", missing), col("throttled_ns", missing),
+        usage, ws, col("rss", missing), col("pgfault", missing), col("pgmajfault", missing),
+        col("pids_current", missing), col("memory_limit", missing), col("cpu_shares", missing),
+        col("cpu_weight", missing), col("cpu_quota_us", missing), col("cpu_period_us", missing),
+        col("pids_max", missing), strict=True,
+    )  # fmt: skip
+    return list(map(CgroupStats._make, rows))
 
 
 # ---- reading a tree ----------------------------------------------------------------------
@@ -208,23 +207,27 @@ class MountPlan:
         self.specs = tuple(specs)
         self.cells_per_dir = offset
 
-    def fill(self, snap: Snapshot, raws: list[Raw], found: list[bool]) -> None:
-        """Add this mount's values to each dir's raw dict; mark dirs seen in this mount."""
+    def fill(self, snap: Snapshot, columns: dict[str, Column], found: list[bool]) -> None:
+        """Add this mount's columns; mark the dirs seen in this mount.
+
+        Column by column, not cell by cell: a strided slice of the snapshot is one C-level copy,
+        and which dirs had any cell read is one OR over the status columns as integers.
+        """
         values, status, width = snap.values, snap.status, self.cells_per_dir
-        for d, raw in enumerate(raws):
-            base = d * width
-            seen = False
-            for name, off, scale in self.cells:
-                st = status[base + off]
-                if st == OK:
-                    raw[name] = values[base + off] * scale
-                    seen = True
-                elif st == MAX:
-                    raw[name] = UNLIMITED
-                    seen = True
+        read = 0
+        for name, off, scale in self.cells:
+            sts = bytes(status[off::width])
+            vals = values[off::width].tolist()
+            columns[name] = [
+                v * scale if st == OK else UNLIMITED if st == MAX else None
+                for v, st in zip(vals, sts, strict=True)
+            ]
+            read |= int.from_bytes(sts.translate(_READ), "little")
+        seen = read.to_bytes(len(snap.dirs), "little")
+        for d, hit in enumerate(seen):
             # A dir whose files all say ENOENT may still exist (no such controller files);
             # only a stat tells, and it is needed only when nothing was read.
-            if seen or os.path.isdir(os.path.join(self.path, snap.dirs[d])):
+            if hit or found[d] or os.path.isdir(os.path.join(self.path, snap.dirs[d])):
                 found[d] = True
 
 
@@ -314,11 +317,11 @@ class TreeReader:
     def _records(self, dirs: Sequence[str], snaps: Sequence[Snapshot]) -> list[CgroupStats]:
         """Records of ``dirs`` from one snapshot per plan."""
         now = time.monotonic_ns()
-        raws: list[Raw] = [{} for _ in dirs]
+        columns: dict[str, Column] = {}
         found = [False] * len(dirs)
         for plan, snap in zip(self.plans, snaps, strict=True):
-            plan.fill(snap, raws, found)
-        return [build(d, raw, now, ok) for d, raw, ok in zip(dirs, raws, found, strict=True)]
+            plan.fill(snap, columns, found)
+        return records(dirs, columns, found, now)
 
     def read(self, dirs: Sequence[str]) -> list[CgroupStats]:
         """One cold read: open, read, parse, close every file."""

@@ -26,8 +26,13 @@ def test_working_set_without_inactive_file_is_usage():
     assert stats.working_set(None, 10) is None
 
 
+def _build(path: str, raw: dict[str, int | None], t_ns: int) -> stats.CgroupStats:
+    """The record of one found dir whose fields read as ``raw``."""
+    return stats.records([path], {k: [v] for k, v in raw.items()}, [True], t_ns)[0]
+
+
 def _rec(cpu_ns: int | None, t_ns: int) -> stats.CgroupStats:
-    return stats.build("x", {"cpu_usage_ns": cpu_ns}, t_ns)
+    return _build("x", {"cpu_usage_ns": cpu_ns}, t_ns)
 
 
 def test_usage_nano_cores_two_samples():
@@ -83,20 +88,20 @@ def test_key_selection_v2():
 
 
 def test_v2_root_usage_is_anon_plus_file():
-    rec = stats.build("", {"anon": 300, "file": 700, "inactive_file": 200}, 0)
+    rec = _build("", {"anon": 300, "file": 700, "inactive_file": 200}, 0)
     assert (rec.memory_usage, rec.working_set) == (1000, 800)
 
 
 def test_memory_summary_available_bytes_only_below_2_pow_62():
-    limited = stats.build("a", {"memory_usage": 100, "inactive_file": 40, "memory_limit": 1000}, 0)
+    limited = _build("a", {"memory_usage": 100, "inactive_file": 40, "memory_limit": 1000}, 0)
     out = stats.memory_summary(limited, "T")
     assert out["availableBytes"] == 940
     assert out["workingSetBytes"] == 60
-    at_bound = stats.build("b", {"memory_usage": 0, "memory_limit": 1 << 62}, 0)
+    at_bound = _build("b", {"memory_usage": 0, "memory_limit": 1 << 62}, 0)
     assert stats.memory_summary(at_bound, "T")["availableBytes"] == 1 << 62
-    v1_none = stats.build("c", {"memory_usage": 0, "memory_limit": 9223372036854771712}, 0)
+    v1_none = _build("c", {"memory_usage": 0, "memory_limit": 9223372036854771712}, 0)
     assert "availableBytes" not in stats.memory_summary(v1_none, "T")
-    v2_max = stats.build("d", {"memory_usage": 0, "memory_limit": UNLIMITED}, 0)
+    v2_max = _build("d", {"memory_usage": 0, "memory_limit": UNLIMITED}, 0)
     assert "availableBytes" not in stats.memory_summary(v2_max, "T")
 
 
@@ -219,6 +224,23 @@ def test_read_v2_tree_scales_usec_and_reads_cpu_max(tmp_path):
     assert missing.memory_usage is None and missing.cpu_usage_ns is None
 
 
+def test_a_dir_with_none_of_the_files_is_found_and_a_max_counts_as_read(tmp_path):
+    """``found`` is whether the directory exists: a cgroup without these controllers' files
+    (every cell ENOENT) is found; a dir missing from the mount is not. Mixed with read dirs
+    on both sides, so the per-dir flags cannot come out shifted."""
+    root = str(tmp_path)
+    make_v2(root, "", usage=0)
+    make_v2(root, "a", usage=4096)
+    os.mkdir(os.path.join(root, "bare"))
+    make_v2(root, "b", usage=8192, memory_max="max")
+    h, _ = stats.open_hierarchy(root)
+    with stats.TreeReader(h, allow_any_fs=True) as reader:
+        recs = reader.read(["a", "gone", "bare", "b"])
+    assert [r.found for r in recs] == [True, False, True, True]
+    assert [r.memory_usage for r in recs] == [4096, None, None, 8192]
+    assert recs[3].memory_limit == stats.UNLIMITED
+
+
 def test_v2_root_without_memory_current_uses_anon_plus_file(tmp_path):
     root = str(tmp_path)
     make_v2(root, "", usage=0)
@@ -261,9 +283,9 @@ def test_real_host_hierarchy_read_only():
 
 def test_overflow_flags_cpu_over_reservation_from_two_samples():
     target = stats.Target("kube-reserved", "kube-reserved", reserved_milli_cpu=100)
-    prev = stats.build("kube-reserved", {"cpu_usage_ns": 0}, 0)
-    busy = stats.build("kube-reserved", {"cpu_usage_ns": 200_000_000}, 1_000_000_000)
-    idle = stats.build("kube-reserved", {"cpu_usage_ns": 50_000_000}, 1_000_000_000)
+    prev = _build("kube-reserved", {"cpu_usage_ns": 0}, 0)
+    busy = _build("kube-reserved", {"cpu_usage_ns": 200_000_000}, 1_000_000_000)
+    idle = _build("kube-reserved", {"cpu_usage_ns": 50_000_000}, 1_000_000_000)
     assert stats.overflow(target, busy, prev) == ["cpu 200m > reserved 100m"]
     assert stats.overflow(target, idle, prev) == []
     assert stats.overflow(target, busy, None) == []  # one sample: no rate to compare
