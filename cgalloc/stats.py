@@ -601,34 +601,26 @@ def overflow(target: Target, cur: CgroupStats, prev: CgroupStats | None) -> list
 
 def start_times(h: Hierarchy, paths: Sequence[str]) -> list[float | None]:
     """When each cgroup was created, as cAdvisor tells it: the oldest mtime of its directories
-    across the controller mounts (None when it is in none).
+    across the controller mounts, in whole seconds since the epoch (None when it is in none).
 
-    Each mount is opened once and stat'ed relative to it: a pod costs one stat per mount and
-    no path building, which at 1000 pods is most of what a one-shot ``stats -o json`` spends
-    beyond reading.
+    One core call per mount stats every path relative to the mount's fd: at 1000 pods these
+    stats were most of what a one-shot ``stats -o json`` spent beyond reading.
     """
     mounts = sorted({os.path.realpath(d) for d in controller_dirs(h, "").values()})
-    fds = []
-    try:
-        for m in mounts:
-            with contextlib.suppress(OSError):
-                fds.append(os.open(m, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
-        out: list[float | None] = []
-        for path in paths:
-            rel = _rel(path) or "."
-            oldest = None
-            for fd in fds:
-                try:
-                    mtime = os.stat(rel, dir_fd=fd, follow_symlinks=False).st_mtime
-                except OSError:
-                    continue
-                if oldest is None or mtime < oldest:
-                    oldest = mtime
-            out.append(oldest)
-        return out
-    finally:
-        for fd in fds:
+    rels = [_rel(p) for p in paths]
+    oldest: list[int | None] = [None] * len(rels)
+    for m in mounts:
+        try:
+            fd = os.open(m, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            times = core.mtimes(fd, rels)
+        finally:
             os.close(fd)
+        oldest = [t if o is None or (t is not None and t < o) else o
+                  for o, t in zip(oldest, times, strict=True)]  # fmt: skip
+    return [None if t is None else float(t // 1_000_000_000) for t in oldest]
 
 
 def boot_time(proc_root: str = "/proc") -> float:

@@ -787,6 +787,26 @@ int cg_read(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
     return rc;
 }
 
+int cg_mtimes(int dirfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
+              int64_t *mtime_ns)
+{
+    if (ndirs < 0)
+        return -EINVAL;
+    if (check_dirs(dirbuf, dir_offs, ndirs) < 0)
+        return -EINVAL;
+    for (int d = 0; d < ndirs; d++) {
+        const char *dir = dirbuf + dir_offs[d];
+        struct stat sb;
+        int flags = AT_SYMLINK_NOFOLLOW | (*dir ? 0 : AT_EMPTY_PATH);
+
+        if (fstatat(dirfd, dir, &sb, flags) < 0)
+            mtime_ns[d] = INT64_MIN;
+        else
+            mtime_ns[d] = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- sampler */
 
 struct cg_sampler {

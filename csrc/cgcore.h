@@ -59,6 +59,12 @@ int cg_read(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
             const cg_spec *specs, int nspecs, size_t bufsize, int nthreads, uint64_t *vals,
             uint8_t *st);
 
+/* The mtime of each dir (packed as for cg_read) in ns since the epoch, relative to dirfd and
+ * not following a symlink in its last component ("" = dirfd itself), or INT64_MIN where it
+ * cannot be stat'ed. Returns 0, or -EINVAL before any I/O if a dir is malformed. */
+int cg_mtimes(int dirfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
+              int64_t *mtime_ns);
+
 /* Persistent sampler: by default keeps one fd per (dir, file) and re-reads with pread (see
  * cg_sampler_set_policy for keeping fewer). check_nlink:
  * also treat a file whose link count fell to 0 as vanished (for non-cgroupfs test trees,

@@ -96,6 +96,30 @@ static void test_read(int root)
     CHECK(cg_read(root, bad3, o1, 1, SPECS, NSPECS, 64, 1, v, st) == -EINVAL);
 }
 
+static void test_mtimes(int root)
+{
+    const char dirbuf[] = "kubepods\0gone\0\0linkdir";
+    const size_t offs[] = {0, 9, 14, 15, 23};
+    int64_t t[4];
+    struct stat sb;
+    char path[512];
+
+    CHECK(cg_mtimes(root, dirbuf, offs, 4, t) == 0);
+    snprintf(path, sizeof path, "%s/kubepods", base);
+    CHECK(stat(path, &sb) == 0);
+    CHECK(t[0] == (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
+    CHECK(t[1] == INT64_MIN);
+    CHECK(t[2] > 0); /* "": the root's own fd, an O_PATH one */
+    snprintf(path, sizeof path, "%s/linkdir", base);
+    CHECK(lstat(path, &sb) == 0); /* the link's own mtime, not its target's */
+    CHECK(t[3] == (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
+    const char bad[] = "kubepods\0..";
+    const size_t o2[] = {0, 9, 12};
+    CHECK(cg_mtimes(root, bad, o2, 2, t) == -EINVAL);
+    CHECK(cg_mtimes(root, dirbuf, offs, -1, t) == -EINVAL);
+    CHECK(cg_mtimes(root, dirbuf, offs, 0, t) == 0);
+}
+
 static void test_many_dirs_threads(int root)
 {
     enum { N = 200 };
@@ -329,6 +353,7 @@ int main(void)
     CHECK(cg_online_cpus() >= 1);
     test_parsers();
     test_read(root);
+    test_mtimes(root);
     test_many_dirs_threads(root);
     test_sampler(root);
     test_writes(root, 0);

@@ -22,6 +22,7 @@ Interface::
         # an fstat per file so plain test trees can show removal; leave it off for benches.
     root.write(relpath, value); root.mkdir(relpath); root.rmdir(relpath)
     text = root.read_text(relpath)
+    ns = mtimes(dirfd, dirs)    # each dir's mtime in ns below an fd, None where stat fails
     made, error = apply_ops([(root, relpath, value_or_None_for_mkdir), ...])
         # in order until one fails (error: the WriteError write/mkdir raise, else None);
         # the C core makes them all in one call (csrc/apply_batch.c)
@@ -94,6 +95,7 @@ IMPLEMENTATION: str = _impl.IMPLEMENTATION
 Root = _impl.Root
 Sampler = _impl.Sampler
 open_root = _impl.open_root
+mtimes = _impl.mtimes
 apply_ops = _impl.apply_ops
 
 __all__ = [
@@ -115,5 +117,6 @@ __all__ = [
     "Snapshot",
     "WriteError",
     "apply_ops",
+    "mtimes",
     "open_root",
 ]

@@ -16,6 +16,7 @@ from cgalloc.core import records as r
 from cgalloc.core._cgcore import ffi, lib
 
 IMPLEMENTATION = "native"
+NO_MTIME = -(2**63)  # INT64_MIN: cg_mtimes could not stat the dir
 
 
 class _CSpecs:
@@ -183,6 +184,17 @@ class Root(r.RootBase):
         if n < 0:
             raise r.read_error(-n, relpath)
         return ffi.unpack(buf, n).decode("utf-8", "replace")
+
+
+def mtimes(dirfd: int, dirs: Sequence[str]) -> list[int | None]:
+    """Each dir's mtime in ns below ``dirfd`` (not following a last-component symlink), None
+    where it cannot be stat'ed; ValueError for a malformed dir, before any I/O."""
+    if not dirs:
+        return []
+    dirbuf, offs, _keep = _pack_dirs(dirs)
+    out = ffi.new("int64_t[]", len(dirs))
+    _raise_errno(lib.cg_mtimes(dirfd, dirbuf, offs, len(dirs), out), "mtimes", dirs)
+    return [None if t == NO_MTIME else t for t in out]
 
 
 def open_root(path: str, allow_any_fs: bool = False, force_walk: bool = False) -> Root:

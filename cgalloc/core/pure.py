@@ -341,6 +341,19 @@ def _fstype(fd: int) -> str:
     return "unknown"
 
 
+def mtimes(dirfd: int, dirs: Sequence[str]) -> list[int | None]:
+    """Each dir's mtime in ns below ``dirfd`` (not following a last-component symlink), None
+    where it cannot be stat'ed; ValueError for a malformed dir, before any I/O."""
+    r.check_dirs(dirs)
+    out: list[int | None] = []
+    for d in dirs:
+        try:
+            out.append(os.stat(d or ".", dir_fd=dirfd, follow_symlinks=False).st_mtime_ns)
+        except OSError:
+            out.append(None)
+    return out
+
+
 def open_root(path: str, allow_any_fs: bool = False, force_walk: bool = False) -> Root:
     """Open ``path`` as a cgroup root; refuse it unless it is a cgroup or cgroup2 mount.
 
