@@ -385,7 +385,7 @@ def check_managed(root: str, record: Record) -> None:
             "\n".join(
                 [
                     f"--state-dir: the record names cgroups outside the tree setup manages below "
-                    f"--cgroupfs {root}; teardown acts only inside it and changed nothing. "
+                    f"--cgroupfs {root}; cgalloc acts only inside it; this run changed nothing. "
                     "Check --cgroupfs, or remove these entries from the record:",
                     *bad,
                 ]
@@ -518,7 +518,8 @@ def _remove_created(root: str, record: Record, roots: Roots, switches, result: R
 def plan_undo(plan: Plan, record: Record, units: UnitRecord | None = None):
     """Fill ``plan.undo`` with what ``record`` (and the systemd ``units`` record, under D-Bus)
     holds that ``plan``'s inputs no longer want; returns the stale parts (Record, UnitRecord
-    or None) for :func:`converge`."""
+    or None) for :func:`converge`. ``record`` has passed :func:`check_managed`: this reads
+    the files its stale entries name."""
     stale = record.stale(plan.wanted_dirs, set(plan.wanted_files))
     stale_u = None
     if units is not None:
@@ -529,6 +530,14 @@ def plan_undo(plan: Plan, record: Record, units: UnitRecord | None = None):
         stale_u = stale_units(units, dirs, files, plan.version == "v2")
     plan.undo = undo_actions(stale, plan.version, plan.root, stale_u)
     return stale, stale_u
+
+
+def peek_record(state: StateDir, root: str) -> Record:
+    """The record as :meth:`StateDir.peek` reads it (verify, a dry run), refused like the real
+    run refuses it when it names anything outside the tree below ``root``."""
+    record = state.peek()
+    check_managed(root, record)
+    return record
 
 
 def peek_units(state: StateDir) -> UnitRecord:

@@ -184,6 +184,21 @@ def test_default_state_dir_survives_reboot():
     assert cgalloc.ownership.DEFAULT_STATE_DIR == "/var/lib/cgalloc"
 
 
+# Every command that reads the record's stale entries: teardown and its dry run, and (through
+# apply.plan_undo) verify and setup's dry run, which must not read a file through one either.
+def _refusal(err: str) -> list[str]:
+    """stderr without the warnings the node flags give (verify and setup warn first)."""
+    return [line for line in err.splitlines() if not line.startswith("cgalloc: warning:")]
+
+
+READERS = {
+    "teardown": ["teardown"],
+    "teardown-dry-run": ["teardown", "--dry-run"],
+    "verify": ["verify", *NODE],
+    "setup-dry-run": ["setup", *NODE, "--dry-run"],
+}
+
+
 @pytest.mark.parametrize(
     "entry",
     [
@@ -200,11 +215,10 @@ def test_default_state_dir_survives_reboot():
         )[1],
     ],
 )
-@pytest.mark.parametrize("dry", [[], ["--dry-run"]], ids=["teardown", "dry-run"])
+@pytest.mark.parametrize("command", READERS.values(), ids=READERS.keys())
 def test_teardown_refuses_a_record_naming_cgroups_outside_the_tree(
-    tree, tmp_path, capsys, entry, dry
+    tree, tmp_path, capsys, entry, command
 ):
-    # the dry run refuses the same record: it must not list what the real run would refuse
     outside = tmp_path / "outside"
     (outside / "victim").mkdir(parents=True)
     (outside / "victim" / "memory.max").write_text("12345\n")
@@ -212,12 +226,29 @@ def test_teardown_refuses_a_record_naming_cgroups_outside_the_tree(
     record = {"version": 1, **entry(outside, tree)}
     (tmp_path / "state" / "owned.json").write_text(json.dumps(record))
     before, victim = snapshot(tree), snapshot(outside)
-    code, _out, err = run_cli(capsys, "teardown", "--cgroupfs", str(tree), *_state(tmp_path), *dry)
+    code, _out, err = run_cli(capsys, *command, "--cgroupfs", str(tree), *_state(tmp_path))
     assert code == 2, err
-    lines = err.splitlines()
+    lines = _refusal(err)
     assert lines[0].startswith("cgalloc: --state-dir: the record names cgroups outside the tree")
     assert len(lines) == 2 and lines[1].startswith("cgalloc:   ")
     assert snapshot(tree) == before and snapshot(outside) == victim
+
+
+@pytest.mark.parametrize("command", READERS.values(), ids=READERS.keys())
+@pytest.mark.parametrize("mount", ["\x00", "relative", "/"])
+def test_a_journal_entry_outside_the_tree_is_refused_before_it_is_read(
+    tree, tmp_path, capsys, command, mount
+):
+    # found by tests/test_fuzz_cli.py::test_fuzz_state_records: verify read a journal entry's
+    # file with a NUL in its mount and died with ValueError (a traceback) instead of exit 2
+    (tmp_path / "state").mkdir()
+    entry = {"kind": "write", "mount": mount, "path": "", "file": "memory.max", "old": "1"}
+    (tmp_path / "state" / "journal.jsonl").write_text(json.dumps(entry) + "\n")
+    before = snapshot(tree)
+    code, _out, err = run_cli(capsys, *command, "--cgroupfs", str(tree), *_state(tmp_path))
+    assert code == 2, err
+    assert _refusal(err)[0].startswith("cgalloc: --state-dir: the record names cgroups outside")
+    assert "Traceback" not in err and snapshot(tree) == before
 
 
 # ---------------------------------------------------------------- boot reconciliation

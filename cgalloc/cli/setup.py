@@ -19,6 +19,7 @@ from cgalloc.apply import (
     apply,
     check_managed,
     converge,
+    peek_record,
     peek_units,
     plan_undo,
 )
@@ -331,7 +332,7 @@ def register(app: typer.Typer) -> None:
         state = StateDir(state_dir, switches.boot_id_file)
         if dry_run:
             p = tree.plan(inputs, switches)
-            plan_undo(p, state.peek(), peek_units(state) if dbus else None)
+            plan_undo(p, peek_record(state, tree.cgroupfs), peek_units(state) if dbus else None)
             warn(enforcement_warnings(cfg))
             count = len(p.actions) + len(p.undo)
             summary = (

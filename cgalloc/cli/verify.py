@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from cgalloc.apply import peek_units, plan_undo
+from cgalloc.apply import peek_record, peek_units, plan_undo
 from cgalloc.apply import switches as current_switches
 from cgalloc.cli.inputs import (
     CAPACITY_IS_PLANNED,
@@ -92,7 +92,7 @@ def register(app: typer.Typer) -> None:
         p = tree.plan(inputs, switches)
         state = StateDir(state_dir, switches.boot_id_file)
         dbus = tree.dbus(cfg.cgroup_driver, switches)
-        plan_undo(p, state.peek(), peek_units(state) if dbus else None)
+        plan_undo(p, peek_record(state, tree.cgroupfs), peek_units(state) if dbus else None)
         warn(state.notes)
         lines = drift(p) + stale_drift(p)
         summary = f"drift: {len(lines)} differences" if lines else "in sync: the tree matches"
