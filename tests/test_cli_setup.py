@@ -317,3 +317,25 @@ def test_a_nested_reserved_cgroup_gets_its_missing_parents(tmp_path, monkeypatch
     code, _, err = run(capsys, "teardown", *where(tree, tmp_path))
     assert code == 0, err
     assert snapshot(tree) == before
+
+
+@pytest.mark.parametrize(
+    "command", [["setup", "--dry-run"], ["setup"], ["verify"]], ids=["dry-run", "setup", "verify"]
+)
+def test_the_node_config_is_read_once_per_command(tree, tmp_path, capsys, monkeypatch, command):
+    # the plan takes the command's NodeConfig: a config or drop-in rewritten mid-run cannot give
+    # the warnings of one file and the tree of another (and it is parsed once, not twice)
+    import cgalloc.cli.inputs
+
+    calls = []
+    real = cgalloc.cli.inputs.load_node_config
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cgalloc.cli.inputs, "load_node_config", counted)
+    node = [a for a in NODE if a != "--capacity" and "ephemeral" not in a]
+    code, _out, err = run(capsys, *command, *node, *where(tree, tmp_path))
+    assert code in (0, 1), err
+    assert len(calls) == 1

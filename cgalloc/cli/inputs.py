@@ -299,9 +299,14 @@ class NodeInputs(NamedTuple):
     def load(self) -> tuple[NodeConfig, ResourceList]:
         """``(NodeConfig, capacity)``: this host's capacity with ``--capacity`` applied."""
         cfg = self.load_config()
-        capacity = read_capacity(cfg.root_dir)
-        capacity.update(cfg.capacity_overrides)
-        return cfg, capacity
+        return cfg, node_capacity(cfg)
+
+
+def node_capacity(cfg: NodeConfig) -> ResourceList:
+    """This host's capacity (read below ``cfg.root_dir``) with ``--capacity`` applied."""
+    capacity = read_capacity(cfg.root_dir)
+    capacity.update(cfg.capacity_overrides)
+    return capacity
 
 
 # The kubelet's boolean flags (pflag NoOptDefVal "true"): their value only ever follows '='.

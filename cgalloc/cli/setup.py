@@ -30,6 +30,7 @@ from cgalloc.cli.inputs import (
     NodeInputsCommand,
     add_options,
     enforcement_warnings,
+    node_capacity,
     node_inputs,
 )
 from cgalloc.cli.options import (
@@ -41,6 +42,7 @@ from cgalloc.cli.options import (
     state_dir_option,
 )
 from cgalloc.cli.render import OutputFormat, emit, output_option, warn
+from cgalloc.config import NodeConfig
 from cgalloc.errors import HostError, InputError
 from cgalloc.limits import WEIGHT_FORMULAS
 from cgalloc.ownership import StateDir
@@ -103,13 +105,14 @@ class TreeOptions:
         running = systemd_running() and not switches.allow_any_fs
         return use_dbus(self.systemd_mode, driver, running)
 
-    def plan(self, inputs: NodeInputs, switches: TestSwitches) -> Plan:
+    def plan(self, cfg: NodeConfig, switches: TestSwitches) -> Plan:
+        """The plan for ``cfg`` (loaded once by the command) on this host's tree."""
         if self.weight_formula not in WEIGHT_FORMULAS:
             raise InputError(
                 f"--cpu-weight-formula {self.weight_formula!r} is not one of "
                 f"{', '.join(WEIGHT_FORMULAS)}."
             )
-        cfg, capacity = inputs.load()
+        capacity = node_capacity(cfg)
         delegated = SYSTEMD_CONTROLLERS if self.dbus(cfg.cgroup_driver, switches) else frozenset()
         paths = list(self.pods)
         if self.static_pods:
@@ -331,7 +334,7 @@ def register(app: typer.Typer) -> None:
         dbus = tree.dbus(cfg.cgroup_driver, switches)
         state = StateDir(state_dir, switches.boot_id_file)
         if dry_run:
-            p = tree.plan(inputs, switches)
+            p = tree.plan(cfg, switches)
             plan_undo(p, peek_record(state, tree.cgroupfs), peek_units(state) if dbus else None)
             warn(enforcement_warnings(cfg))
             count = len(p.actions) + len(p.undo)
@@ -349,7 +352,7 @@ def register(app: typer.Typer) -> None:
             record = state.load()
             warn(state.notes)
             check_managed(tree.cgroupfs, record)
-            p = tree.plan(inputs, switches)
+            p = tree.plan(cfg, switches)
             require_no_refusals(p, force)
             warn(enforcement_warnings(cfg))
             units = client = None

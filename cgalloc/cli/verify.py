@@ -89,7 +89,7 @@ def register(app: typer.Typer) -> None:
         cfg = inputs.load_config()
         if cfg.capacity_overrides:
             warn([CAPACITY_IS_PLANNED])
-        p = tree.plan(inputs, switches)
+        p = tree.plan(cfg, switches)
         state = StateDir(state_dir, switches.boot_id_file)
         dbus = tree.dbus(cfg.cgroup_driver, switches)
         plan_undo(p, peek_record(state, tree.cgroupfs), peek_units(state) if dbus else None)
