@@ -344,20 +344,25 @@ def _has_procs(mount: str, path: str) -> bool:
     return bool((read_file(mount, path, "cgroup.procs") or "").strip())
 
 
+def _unsafe(name: str) -> bool:
+    # a NUL cannot reach a syscall (ValueError) and setup never writes a newline in a name
+    return "\x00" in name or "\n" in name
+
+
 def _outside(root: str, mount: str, path: str, what: str, live: LiveTree) -> bool:
     """Whether a record entry points outside the hierarchy mounted at (or just below) ``root``:
     setup only ever records a mount that is the root (v2) or a directory in it (v1), and a
     normalised relative cgroup path below that mount (the root cgroup itself only for the
     controllers it enabled)."""
     root = os.path.normpath(root)
-    if not os.path.isabs(mount) or os.path.normpath(mount) != mount:
+    if not os.path.isabs(mount) or os.path.normpath(mount) != mount or _unsafe(mount):
         return True
     if mount != root and os.path.dirname(mount) != root:
         return True
     if not path:
         return what != "enabled"
     parts = path.split("/")
-    if any(p in ("", ".", "..") or "\x00" in p or "\n" in p for p in parts):
+    if any(p in ("", ".", "..") or _unsafe(p) for p in parts):
         return True
     if live.symlink_in(mount, parts) is None:
         return False  # no symlink below the mount: the path stays below it
@@ -368,13 +373,19 @@ def _outside(root: str, mount: str, path: str, what: str, live: LiveTree) -> boo
 
 def check_managed(root: str, record: Record) -> None:
     """Refuse a record with entries outside the tree below ``root`` (a tampered record)."""
-    # a record lists thousands of cgroups under a few shared parents: each listed once
+    # a record lists thousands of cgroups under a few shared parents: each listed once, and
+    # each cgroup judged once, though it has several entries (created, written, changed)
     live = LiveTree()
-    bad = [
-        f"  {what} {os.path.join(mount, path)}"
-        for what, mount, path in record.entries()
-        if _outside(root, mount, path, what, live)
-    ]
+    judged: dict[tuple[str, str, bool], bool] = {}
+    bad = []
+    for what, mount, path in record.entries():
+        key = (mount, path, what == "enabled")  # what matters only for the root cgroup
+        outside = judged.get(key)
+        if outside is None:
+            outside = judged[key] = _outside(root, mount, path, what, live)
+        if outside:
+            where = os.path.join(mount, path)
+            bad.append(f"  {what} {where!r}" if _unsafe(where) else f"  {what} {where}")
     bad += [
         f"  changed file {f!r} of {os.path.join(m, p)}"
         for m, p, f in sorted([*record.changed, *record.written])

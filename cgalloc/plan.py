@@ -189,6 +189,7 @@ class LiveTree:
     def __init__(self) -> None:
         # directory -> {child name: (is a symlink, is a directory following links)}, or None
         self._lists: dict[str, dict[str, tuple[bool, bool]] | None] = {}
+        self._entries: dict[tuple[str, str], tuple[bool, bool] | None] = {}
 
     def _children(self, directory: str) -> dict[str, tuple[bool, bool]] | None:
         if directory not in self._lists:
@@ -202,6 +203,14 @@ class LiveTree:
         return self._lists[directory]
 
     def _entry(self, mount: str, path: str) -> tuple[bool, bool] | None:
+        # the parents of a record's thousands of cgroups are asked about once per cgroup
+        key = (mount, path)
+        if key in self._entries:
+            return self._entries[key]
+        entry = self._entries[key] = self._look_up(mount, path)
+        return entry
+
+    def _look_up(self, mount: str, path: str) -> tuple[bool, bool] | None:
         parent, _, name = path.rpartition("/")
         children = self._children(os.path.join(mount, parent) if parent else mount)
         if children is UNLISTED:

@@ -208,6 +208,9 @@ READERS = {
         lambda outside, tree: {"changed": [[str(tree), "kubepods", "../../outside/f", "1"]]},
         lambda outside, tree: {"created": [[str(tree), ""]]},
         lambda outside, tree: {"enabled": [[str(tree) + "/../outside", "victim", ["cpu"]]]},
+        # a mount one level below the tree, as v1's are, but a name no syscall can take
+        lambda outside, tree: {"created": [[str(tree) + "/\x00", "victim"]]},
+        lambda outside, tree: {"written": [[str(tree) + "/a\nb", "kubepods", "memory.max"]]},
         # a plain path, but through a symlink in the tree that leads outside it
         lambda outside, tree: (
             os.symlink(outside, tree / "escape"),
