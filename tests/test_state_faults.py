@@ -184,13 +184,13 @@ def test_default_state_dir_survives_reboot():
     assert cgalloc.ownership.DEFAULT_STATE_DIR == "/var/lib/cgalloc"
 
 
-# Every command that reads the record's stale entries: teardown and its dry run, and (through
-# apply.plan_undo) verify and setup's dry run, which must not read a file through one either.
 def _refusal(err: str) -> list[str]:
     """stderr without the warnings the node flags give (verify and setup warn first)."""
     return [line for line in err.splitlines() if not line.startswith("cgalloc: warning:")]
 
 
+# Every command that reads the record's stale entries: teardown and its dry run, and (through
+# apply.plan_undo) verify and setup's dry run, which must not read a file through one either.
 READERS = {
     "teardown": ["teardown"],
     "teardown-dry-run": ["teardown", "--dry-run"],
