@@ -11,8 +11,6 @@ import json
 import re
 import struct
 from collections.abc import Mapping
-from decimal import Decimal
-from fractions import Fraction
 from typing import NamedTuple
 
 from cgalloc.quantity import BINARY_SI, Quantity, QuantityError
@@ -96,8 +94,15 @@ def parse_float32(text: str) -> float:
 
     Raises ValueError for anything but a finite decimal number in float32 range.
     """
+    if len(text) <= 7 and text.isascii() and text.isdigit():
+        # A whole number below 2**24 is a float32 as it stands. The default thresholds are
+        # such numbers, so most commands never import decimal and fractions (~3 ms each run).
+        return float(text)
     if not _DECIMAL.fullmatch(text):
         raise ValueError(f"{text!r} is not a decimal number")
+    from decimal import Decimal
+    from fractions import Fraction
+
     # Decimal reads the exponent without expanding it: 1e-9999999 as a Fraction takes a minute
     magnitude = Decimal(text).adjusted()
     if magnitude > 39:  # float32 tops out near 3.4e38

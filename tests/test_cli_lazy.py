@@ -38,18 +38,19 @@ def test_unknown_command_is_a_usage_error():
     assert "No such command 'nope'" in out.stderr
 
 
-def test_show_runs_without_pydantic():
-    """typer's default coercion imports pydantic; cgalloc's plain options do without it."""
+def test_show_runs_without_pydantic_or_decimal():
+    """typer's default coercion imports pydantic; cgalloc's plain options do without it. The
+    default eviction thresholds (10%, 15%, 5%) parse without decimal and fractions."""
     code = (
         "import sys\nfrom cgalloc.cli import main\n"
         "try:\n    main(['show', '--capacity', 'cpu=4,memory=8Gi,pid=100,ephemeral-storage=1Gi',"
         " '-o', 'json', '--kube-reserved', 'cpu=100m'])\nexcept SystemExit as e:\n"
         "    assert not e.code, e.code\n"
-        "print('pydantic' in sys.modules)"
+        "print(sorted({'pydantic', 'decimal', 'fractions'} & set(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert '"allocatable"' in out.stdout.lower()
-    assert out.stdout.strip().splitlines()[-1] == "False"
+    assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_options_keep_their_types_and_errors():
