@@ -389,7 +389,7 @@ def check_managed(root: str, record: Record) -> None:
     bad += [
         f"  changed file {f!r} of {os.path.join(m, p)}"
         for m, p, f in sorted([*record.changed, *record.written])
-        if not f or "/" in f or f.startswith(".") or "\x00" in f
+        if not f or "/" in f or f.startswith(".") or _unsafe(f)
     ]
     if bad:
         raise InputError(

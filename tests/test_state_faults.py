@@ -211,6 +211,8 @@ READERS = {
         # a mount one level below the tree, as v1's are, but a name no syscall can take
         lambda outside, tree: {"created": [[str(tree) + "/\x00", "victim"]]},
         lambda outside, tree: {"written": [[str(tree) + "/a\nb", "kubepods", "memory.max"]]},
+        # a file name setup never writes: a newline (a NUL is the same refusal)
+        lambda outside, tree: {"changed": [[str(tree), "kubepods", "memory.max\nx", "1"]]},
         # a plain path, but through a symlink in the tree that leads outside it
         lambda outside, tree: (
             os.symlink(outside, tree / "escape"),
