@@ -33,6 +33,7 @@ Kernel facts (torvalds/linux, 64-bit, 4 KiB pages):
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 from cgalloc.capacity import MAX_CPU_ID, parse_cpuset
 
@@ -126,6 +127,7 @@ CHECKS: dict[str, Callable[[str], str | None]] = {
 }
 
 
+@lru_cache(maxsize=1024)  # a plan checks the same few values for each of thousands of pods
 def value_problem(file: str, value: str) -> str | None:
     """What the kernel accepts in ``file`` when it would refuse or change ``value``; else None."""
     check = CHECKS.get(file)

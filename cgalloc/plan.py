@@ -154,8 +154,10 @@ def read_file(mount: str, path: str, file: str) -> str | None:
 
     os.open/os.read, not open(): a setup re-run reads every file it manages, and the text
     layer's per-file setup costs about twice the syscalls themselves."""
+    # joined by hand: os.path.join was a third of this function's time at 1000 pods
+    full = f"{mount}/{path}/{file}" if path else f"{mount}/{file}"
     try:
-        fd = os.open(os.path.join(mount, path, file), os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(full, os.O_RDONLY | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
         return None
     try:
@@ -292,6 +294,8 @@ def _is_number(value) -> bool:
 
 def same_value(file: str, live: str | None, desired: str) -> bool:
     """True when the live content already is the desired value."""
+    if live == desired:  # what a re-run mostly finds: no parsing needed to say so
+        return True
     return live is not None and _comparable(file, live) == _comparable(file, desired)
 
 
