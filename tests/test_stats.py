@@ -351,8 +351,8 @@ def test_netlink_and_sysfs_name_the_same_interfaces_on_this_host():
 
 
 def test_start_times_take_the_oldest_directory_mtime_across_mounts(tmp_path):
-    # cAdvisor container/common/helpers.go GetSpec: the creation time is the lowest ModTime of
-    # the cgroup's directory over every hierarchy; a hierarchy without it is skipped.
+    # cAdvisor container/common/helpers.go getSpecInternal: the creation time is the lowest
+    # ModTime of the cgroup's directory over every hierarchy; a hierarchy without it is skipped.
     for ctrl in ("memory", "cpu", "pids"):
         (tmp_path / ctrl / "kubepods" / "podA").mkdir(parents=True)
     (tmp_path / "memory" / "kubepods" / "podB").mkdir()
@@ -361,5 +361,37 @@ def test_start_times_take_the_oldest_directory_mtime_across_mounts(tmp_path):
     os.utime(tmp_path / "pids" / "kubepods" / "podA", (0, 3_000_000_000))
     os.utime(tmp_path / "memory" / "kubepods" / "podB", (0, 1_500_000_000))
     h = stats.plain_tree_hierarchy(str(tmp_path))
-    got = stats.start_times(h, ["kubepods/podA", "/kubepods/podB/", "kubepods/gone"])
+    got = stats.start_times(h, ["kubepods/podA", "/kubepods/podB/", "kubepods/gone"], 0.0)
     assert got == [1_000_000_000, 1_500_000_000, None]
+
+
+@pytest.mark.parametrize(("version", "marker"), [("v1", "cgroup.clone_children"),
+                                                 ("v2", "cgroup.events")])  # fmt: skip
+def test_start_times_take_the_marker_file_when_it_is_older_than_the_directory(
+    tmp_path, version, marker
+):
+    # cAdvisor getSpecInternal: a directory's mtime moves when a child cgroup is made, so the
+    # ModTime of cgroup.clone_children (cgroup.events when cgroup2UnifiedMode) counts too, in
+    # every hierarchy that has the directory; and no time is before the boot.
+    if version == "v2":
+        (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
+        dirs = [tmp_path]
+    else:
+        dirs = [tmp_path / c for c in ("memory", "cpu")]
+    for base in dirs:
+        for pod, created, child_made in (("podA", 1_700_000_000, 1_700_000_500),
+                                         ("podB", 1_700_000_100, 1_700_000_100)):  # fmt: skip
+            d = base / "kubepods" / pod
+            d.mkdir(parents=True)
+            if pod == "podA" or base == dirs[0]:
+                (d / marker).write_text("")
+                os.utime(d / marker, (0, created))
+            os.utime(d, (0, child_made))
+    (dirs[0] / "kubepods" / "podC").mkdir()
+    os.utime(dirs[0] / "kubepods" / "podC", (0, 1_000))
+    h = stats.plain_tree_hierarchy(str(tmp_path))
+    assert h.version == version
+    pods = ["kubepods/podA", "kubepods/podB", "kubepods/podC"]
+    # podA: its file, not the directory a child moved; podB: equal; podC: clamped to the boot
+    assert stats.start_times(h, pods, 1_600_000_000.0) == [1_700_000_000, 1_700_000_100,
+                                                             1_600_000_000]  # fmt: skip

@@ -101,7 +101,8 @@ class _Run:
         pods_read = [(t, r) for t, r in zip(targets, recs, strict=True)
                      if t.role == "pod" and r.found]  # fmt: skip
         wanted = [*sys_paths.values(), *(t.path for t, _ in pods_read)]
-        started = dict(zip(wanted, stats.start_times(self.h, wanted), strict=True))
+        boot = _boot_time()
+        started = dict(zip(wanted, stats.start_times(self.h, wanted, boot), strict=True))
 
         def start(path: str) -> str:
             created = started[path]
@@ -117,7 +118,7 @@ class _Run:
         node = {
             "nodeName": node_name,
             "systemContainers": system,
-            "startTime": stats.rfc3339(_boot_time()),
+            "startTime": stats.rfc3339(boot),
             "cpu": stats.cpu_summary(root, self.prev.get(""), when),
             "memory": stats.memory_summary(root, when, limit=self.capacity[MEMORY].value()),
             "network": netstats.network_summary(netstats.interface_stats(), when),

@@ -6,6 +6,7 @@ The tree is made with raw mkdir / control-file writes (it is the reader under te
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
 import signal
@@ -126,3 +127,44 @@ def test_stats_without_kubepods_reports_it(capsys) -> None:
     assert "not found" not in out
     if not is_v2():
         assert "/memory/cgalloc-test-absent/kubepods" in first
+
+
+def test_a_pods_start_time_is_when_it_was_made_not_when_its_container_was(capsys) -> None:
+    # cAdvisor container/common/helpers.go getSpecInternal: the lowest mtime of the cgroup's
+    # directory and of its cgroup.clone_children (cgroup.events on v2) over the hierarchies.
+    controllers = ("cpu", "memory", "pids")
+    with scratch_cgroup(*controllers) as cg:
+        bases = list(dict.fromkeys(cg.dirs.values()))
+        levels = ["kubepods", "kubepods/besteffort", f"kubepods/besteffort/pod{UID}"]
+        made: list[Path] = []
+        try:
+            made_at = []
+            for rel in levels:
+                for base in bases:
+                    if is_v2():
+                        parent = base / rel.rpartition("/")[0] if "/" in rel else base
+                        (parent / "cgroup.subtree_control").write_text(
+                            " ".join(f"+{c}" for c in controllers)
+                        )
+                    made_at.append(time.time())
+                    (base / rel).mkdir()
+                    made.append(base / rel)
+                    # the kubelet writes a new cgroup's limits at once: kernfs gives an inode
+                    # its times when it is first looked up, not at mkdir
+                    (base / rel / "cgroup.procs").read_text()
+            # kernfs stamps with the coarse clock, up to a tick behind time.time()
+            pod_made = (int(made_at[-len(bases)]) - 1, time.time())
+            time.sleep(1.5)  # the container comes a second later, as the kubelet's do
+            for base in bases:
+                (base / levels[-1] / "ctr").mkdir()
+                made.append(base / levels[-1] / "ctr")
+            code, out, err = _run(
+                capsys, "--cgroup-root", f"/{cg.name}", "-o", "json", "--interval", "0"
+            )
+            assert code == 0, err
+            [pod] = json.loads(out)["pods"]
+            started = calendar.timegm(time.strptime(pod["startTime"], "%Y-%m-%dT%H:%M:%SZ"))
+            assert pod_made[0] <= started <= pod_made[1], (pod_made, pod["startTime"])
+        finally:
+            for path in reversed(made):
+                path.rmdir()
