@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cgalloc import core
+from cgalloc.cgroupfs import cgroup_file
 from cgalloc.errors import CgallocError, InputError
 from cgalloc.ownership import BOOT_ID_FILE, Record, StateDir, journal_entry
 from cgalloc.plan import Action, LiveTree, Plan, cgroup_depth, read_file, undo_actions
@@ -108,10 +109,6 @@ class Roots:
         return self._roots[mount]
 
 
-def _rel(path: str, file: str = "") -> str:
-    return os.path.join(path, file) if path else file
-
-
 def _write(roots: Roots, mount: str, rel: str, value: str, kernel: KernelHooks | None) -> None:
     if kernel is not None:
         value = kernel.on_write(mount, rel, value)
@@ -138,7 +135,7 @@ def _perform(
         value = a.new
         if units is not None and a.kind == "write":
             units.before_write(a.path)
-        _write(roots, a.mount, _rel(a.path, a.file), value, kernel)
+        _write(roots, a.mount, cgroup_file(a.path, a.file), value, kernel)
     return True
 
 
@@ -151,14 +148,14 @@ def _undo(roots: Roots, a: Action, kernel: KernelHooks | None, created: set, uni
             kernel.before_rmdir(a.mount, a.path)
         roots[a.mount].rmdir(a.path)
     elif a.kind == "enable":
-        _write(roots, a.mount, _rel(a.path, a.file), a.new.replace("+", "-"), kernel)
+        _write(roots, a.mount, cgroup_file(a.path, a.file), a.new.replace("+", "-"), kernel)
     elif a.kind == "move":
-        rel = _rel(a.old.strip("/"), "cgroup.procs")
+        rel = cgroup_file(a.old.strip("/"), "cgroup.procs")
         with contextlib.suppress(ProcessLookupError):
             _move(roots, a.mount, rel, a.new, kernel)
     elif (a.mount, a.path) not in created and a.old is not None:
         # An empty value cannot be written as zero bytes; a newline clears the same way.
-        _write(roots, a.mount, _rel(a.path, a.file), a.old or "\n", kernel)
+        _write(roots, a.mount, cgroup_file(a.path, a.file), a.old or "\n", kernel)
 
 
 def _move(roots: Roots, mount: str, rel: str, pid: str, kernel: KernelHooks | None) -> None:
@@ -231,7 +228,7 @@ def apply(
         a = run[0]
         try:
             if a.kind == "move":
-                _move(roots, a.mount, _rel(a.path, a.file), a.new, switches.kernel)
+                _move(roots, a.mount, cgroup_file(a.path, a.file), a.new, switches.kernel)
             elif not _perform(roots, a, switches.kernel, units):
                 continue
         except ProcessLookupError:
@@ -284,7 +281,7 @@ def _batch(roots: Roots, chunk: list[Action]) -> tuple[int, BaseException | None
         if a.kind == "mkdir":
             ops.append((root, a.path, None))
         else:
-            ops.append((root, _rel(a.path, a.file), a.new))
+            ops.append((root, cgroup_file(a.path, a.file), a.new))
     return core.apply_ops(ops)
 
 
@@ -418,7 +415,7 @@ def _restore_values(
         action = Action("write", mount, path, file, current, original or "\n", cgroup=path)
         try:
             if current is None or current != original:
-                _write(roots, mount, _rel(path, file), original or "\n", switches.kernel)
+                _write(roots, mount, cgroup_file(path, file), original or "\n", switches.kernel)
                 result.done.append(action)
             del record.changed[(mount, path, file)]
         except OSError as exc:
@@ -518,7 +515,9 @@ def _remove_created(root: str, record: Record, roots: Roots, switches, result: R
         value = " ".join("-" + c for c in sorted(controllers))
         action = Action("enable", mount, path, "cgroup.subtree_control", None, value, path)
         try:
-            _write(roots, mount, _rel(path, "cgroup.subtree_control"), value, switches.kernel)
+            _write(
+                roots, mount, cgroup_file(path, "cgroup.subtree_control"), value, switches.kernel
+            )
         except OSError as exc:
             result.kept.append(f"{action.where(root)}: {value} failed: {_reason(exc)}")
             continue
@@ -600,7 +599,7 @@ def converge(
     for a in plan.undo:
         try:
             if a.kind == "restore":
-                _write(roots, a.mount, _rel(a.path, a.file), a.new or "\n", switches.kernel)
+                _write(roots, a.mount, cgroup_file(a.path, a.file), a.new or "\n", switches.kernel)
                 name, props = reset_properties(a.path, a.file, a.new, v2)
                 own = (a.mount, a.path, a.file) in stale.written
                 if own and units is not None and name in units.started and props:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from cgalloc import core, tree
 from cgalloc.capacity import max_pids
-from cgalloc.cgroupfs import Hierarchy, controller_dirs, detect
+from cgalloc.cgroupfs import Hierarchy, cgroup_file, controller_dirs, detect
 from cgalloc.core.records import MAX, OK, FileSpec, Snapshot
 from cgalloc.errors import HostError
 from cgalloc.resources import CPU, MEMORY
@@ -620,7 +620,7 @@ def start_times(h: Hierarchy, paths: Sequence[str], boot: float) -> list[float |
         try:
             dirs = core.mtimes(fd, rels)
             found = [i for i, t in enumerate(dirs) if t is not None]
-            files = core.mtimes(fd, [f"{rels[i]}/{marker}" if rels[i] else marker for i in found])
+            files = core.mtimes(fd, [cgroup_file(rels[i], marker) for i in found])
         finally:
             os.close(fd)
         for i, f in zip(found, files, strict=True):

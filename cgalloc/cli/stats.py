@@ -101,7 +101,7 @@ class _Run:
         pods_read = [(t, r) for t, r in zip(targets, recs, strict=True)
                      if t.role == "pod" and r.found]  # fmt: skip
         wanted = [*sys_paths.values(), *(t.path for t, _ in pods_read)]
-        boot = _boot_time()
+        boot = stats.boot_time()
         started = dict(zip(wanted, stats.start_times(self.h, wanted, boot), strict=True))
 
         def start(path: str) -> str:
@@ -165,12 +165,6 @@ class _Run:
             text = dumps(self.document(targets, recs, node_name), view.output, compact=True)
         self.prev = {r.path: r for r in recs if r.found}
         return text, warnings
-
-
-def _boot_time() -> float:
-    from cgalloc.stats import boot_time
-
-    return boot_time()
 
 
 MAX_SECONDS = 86400  # a day: time.sleep() overflows on 1e300, and nan/inf are no duration

@@ -168,3 +168,22 @@ def test_a_pods_start_time_is_when_it_was_made_not_when_its_container_was(capsys
         finally:
             for path in reversed(made):
                 path.rmdir()
+
+
+def test_kernfs_stamps_a_cgroup_when_it_is_first_looked_up() -> None:
+    # Why the start-time test above looks each new cgroup up at once, and what the README says
+    # of startTime: a cgroup's directory and files get their times from the first lookup.
+    with scratch_cgroup("memory") as cg:
+        probe = cg.dirs["memory"] / "probe"
+        made = time.time()
+        os.mkdir(probe)
+        try:
+            time.sleep(1.5)
+            looked_up = time.time()
+            dir_stamp = os.stat(probe).st_mtime
+            time.sleep(1.5)
+            file_stamp = os.stat(probe / "cgroup.procs").st_mtime
+        finally:
+            os.rmdir(probe)
+    assert dir_stamp >= int(made) + 1, (made, dir_stamp)
+    assert file_stamp >= int(looked_up) + 1, (looked_up, file_stamp)
