@@ -52,7 +52,6 @@ from cgalloc.systemd import (
     SYSTEMD_CONTROLLERS,
     Systemd,
     SystemdUnits,
-    UnitRecord,
     cgroup_roles,
     existing_unit,
     slice_unit,
@@ -361,9 +360,12 @@ def register(app: typer.Typer) -> None:
                 client = Systemd()
                 units = SystemdUnits.for_plan(client, state_dir, p, v2, cgroup_roles(cfg))
             started = set(units.record.started) if units else set()
+            # What earlier runs did that these inputs no longer want, undone after applying.
+            # Planned now, so the plan shown is whole: applying adds only wanted entries to
+            # either record, so it cannot change what is stale.
+            unit_record = units.record if units else None
+            stale, stale_u = plan_undo(p, record, unit_record)
             table = output is OutputFormat.table and not quiet
-            if table:  # the undo it will do after applying, so the plan shown is whole
-                plan_undo(p, record, UnitRecord.load(state_dir) if dbus else None)
             if table and (p.actions or p.undo):
                 # the plan first, so an operator sees what is about to change
                 typer.echo("\n".join(f"  {line}" for line in plan_lines(p, dbus)))
@@ -371,9 +373,6 @@ def register(app: typer.Typer) -> None:
             result: Result = apply(
                 p, state, record, switches=switches, units=units, on_done=on_done
             )
-            # then undo what earlier runs did that these inputs no longer want
-            unit_record = UnitRecord.load(state_dir) if dbus else None
-            stale, stale_u = plan_undo(p, record, unit_record)
             cleaned = converge(
                 p, state, record, stale, switches=switches, systemd=client,
                 units=unit_record, stale_u=stale_u,

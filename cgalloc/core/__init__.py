@@ -1,9 +1,11 @@
 """The cgroup I/O core: bulk reads, a persistent sampler and safe writes beneath a root.
 
 Two implementations share one interface: ``native`` (csrc/cgcore.c through cffi; the GIL is
-released during every call, reads run on one thread per CPU) and ``pure`` (Python, used when
-the extension cannot be imported or ``CGALLOC_PURE=1``). ``IMPLEMENTATION`` names the one in
-use, ``PURE_REASON`` why the pure one (None with the C core).
+released during every call, reads run on one thread per CPU) and ``pure`` (Python, used only
+when the extension cannot be imported; no environment variable or option selects it, so a root
+tool never loads other code than it was installed with). ``IMPLEMENTATION`` names the one in
+use, ``PURE_REASON`` why the pure one (None with the C core). Tests import ``core.pure``
+directly.
 
 Interface::
 
@@ -59,8 +61,6 @@ kubepods/memory.max: Device or resource busy (EBUSY)``.
 
 from __future__ import annotations
 
-import os
-
 from cgalloc.core.records import (
     EIO,
     EMISSING_KEY,
@@ -79,17 +79,12 @@ from cgalloc.core.records import (
 
 # Why the pure core is in use (None with the C core): `cgalloc --version` reports it.
 PURE_REASON: str | None = None
-if os.environ.get("CGALLOC_PURE") == "1":
+try:
+    from cgalloc.core import native as _impl
+except ImportError as exc:  # extension not built: same interface, slower
     from cgalloc.core import pure as _impl
 
-    PURE_REASON = "CGALLOC_PURE=1"
-else:
-    try:
-        from cgalloc.core import native as _impl
-    except ImportError as exc:  # extension not built: same interface, slower
-        from cgalloc.core import pure as _impl
-
-        PURE_REASON = f"C extension not importable: {exc}"
+    PURE_REASON = f"C extension not importable: {exc}"
 
 IMPLEMENTATION: str = _impl.IMPLEMENTATION
 Root = _impl.Root

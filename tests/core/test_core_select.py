@@ -10,15 +10,31 @@ from cgalloc.core._cgcore import lib
 
 from cgalloc.core import records
 
+# A None entry in sys.modules makes importing the extension raise ImportError, as a missing
+# build does; the hook is here, in the test, not in the installed package.
+_BLOCK = "import sys; sys.modules['cgalloc.core._cgcore'] = None; "
 
-@pytest.mark.parametrize(("env", "expected"), [({}, "native"), ({"CGALLOC_PURE": "1"}, "pure")])
-def test_cgalloc_pure_forces_the_python_core(env, expected):
+
+@pytest.mark.parametrize(("prefix", "expected"), [("", "native"), (_BLOCK, "pure")])
+def test_the_pure_core_is_loaded_only_when_the_extension_cannot_be(prefix, expected):
+    code = prefix + "import cgalloc.core as c; print(c.IMPLEMENTATION, c.Root, c.PURE_REASON)"
     out = subprocess.run(
-        [sys.executable, "-c", "import cgalloc.core as c; print(c.IMPLEMENTATION, c.Root)"],
-        capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin", **env},
+        [sys.executable, "-c", code],
+        capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"},
     )  # fmt: skip
     assert out.stdout.split()[0] == expected
     assert f"cgalloc.core.{expected}.Root" in out.stdout
+    assert out.stdout.rstrip().endswith("None") == (expected == "native")
+
+
+def test_no_environment_variable_selects_the_pure_core():
+    """A root tool runs the code it was installed with: the old CGALLOC_PURE=1 is ignored."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import cgalloc.core as c; print(c.IMPLEMENTATION)"],
+        capture_output=True, text=True, check=True,
+        env={"PATH": "/usr/bin:/bin", "CGALLOC_PURE": "1"},
+    )  # fmt: skip
+    assert out.stdout.split() == ["native"]
 
 
 def test_status_codes_match_the_c_core():
