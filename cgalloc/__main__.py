@@ -1,6 +1,6 @@
 """Allow ``python -m cgalloc``."""
 
-from cgalloc.cli import main
+from cgalloc.cli import run
 
 if __name__ == "__main__":
-    main()
+    run()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from importlib import metadata
 
 import typer.main
 
@@ -160,3 +161,20 @@ def test_command_paths_build_no_dataclass_of_the_cli():
                cgalloc.limits.Limits, cgalloc.cgroupfs.Hierarchy,
                cgalloc.stats.CgroupStats]  # fmt: skip
     assert [r.__name__ for r in records if dataclasses.is_dataclass(r)] == []
+
+
+def test_the_program_runs_without_the_cycle_collector_and_main_leaves_it_alone():
+    # cli.run (console script and python -m cgalloc) turns the collector off; main() as a
+    # library call must not change the caller's setting
+    probe = "import atexit, gc\natexit.register(lambda: print('collector', gc.isenabled()))\n"
+    program = probe + (
+        "import runpy, sys\nsys.argv = ['cgalloc', '--version']\n"
+        "runpy.run_module('cgalloc', run_name='__main__')\n"
+    )
+    library = probe + "from cgalloc.cli import main\nmain(['--version'])\n"
+    for code, enabled in ((program, False), (library, True)):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines()[-1] == f"collector {enabled}"
+    script = metadata.entry_points(group="console_scripts", name="cgalloc")
+    assert [e.value for e in script] == ["cgalloc.cli:run"]

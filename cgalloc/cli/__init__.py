@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import gc
 import importlib
 import sys
 import typing
@@ -221,6 +222,16 @@ def _root(
     ),
 ) -> None:
     """Keep ``cgalloc <command>`` a command group even while only one command is registered."""
+
+
+def run() -> None:
+    """The ``cgalloc`` program (console script, ``python -m cgalloc``): :func:`main` without
+    the cyclic garbage collector. A one-shot command's objects die with its process; the
+    collector's scans of everything imported were ~3% of ``stats`` and 4-20% of a setup re-run
+    at 1000 pods. ``stats --watch``, the one command that lives on, turns it back on.
+    :func:`main` itself leaves the caller's setting alone."""
+    gc.disable()
+    main()
 
 
 def main(argv: list[str] | None = None) -> None:

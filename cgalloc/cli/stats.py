@@ -3,6 +3,7 @@ in the shape of the kubelet's ``/stats/summary``."""
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
@@ -301,6 +302,7 @@ def register(app: typer.Typer) -> None:
                 _show(*run.frame(*run.sample(), view, name))
                 return
             separator = _SEPARATORS[output]
+            gc.enable()  # cli.run turned it off for one-shot commands; a watch lives on
             done = 0
             shown: list[str] = []
             while True:
