@@ -170,6 +170,22 @@ def _offer_to_children(parent: Path, enabled: set[str]) -> None:
 KERNEL = FakeKernel()
 
 
+def existing_system_slice(root: Path, version: str, memory: str | None = None) -> None:
+    """The node's own system.slice (not cgalloc's), with ``memory`` as its limit when given."""
+    if version == "v2":
+        (root / "cgroup.subtree_control").write_text("cpu memory pids\n")
+        mounts = [root]
+    else:
+        mounts = [d for d in root.iterdir() if d.is_dir()]
+    for mount in mounts:
+        (mount / "system.slice").mkdir()
+        KERNEL.after_mkdir(str(mount), "system.slice")
+    if memory is not None:
+        memdir = root if version == "v2" else root / "memory"
+        name = "memory.max" if version == "v2" else "memory.limit_in_bytes"
+        (memdir / "system.slice" / name).write_text(memory + "\n")
+
+
 def snapshot(root: Path) -> dict[str, str | None]:
     """Every directory (None) and file (content) under ``root``, for exact comparisons."""
     out: dict[str, str | None] = {}

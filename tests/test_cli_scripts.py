@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 from clirun import run_cli
-from fakecgroup import snapshot
+from fakecgroup import existing_system_slice, snapshot
 from test_cli_setup import NODE, fake_tree, where
-from test_state_faults import _existing_system_slice
 
 from cgalloc.cli.inputs import CAPACITY_IS_PLANNED, SYSTEM_RESERVED_RISK
 
@@ -103,7 +102,7 @@ def test_teardown_dry_run_lists_and_writes_nothing(tree, tmp_path, capsys):
 def test_teardown_dry_run_agrees_with_teardown_on_a_changed_tree(tree, tmp_path, capsys):
     # each departure from the recorded tree, and what the real run does with it, which the
     # dry run must list the same way (apply.teardown: _restore_values, _remove_created)
-    _existing_system_slice(tree, "v2", "max")  # the node's own: setup changes, not creates
+    existing_system_slice(tree, "v2", "max")  # the node's own: setup changes, not creates
     run_cli(capsys, "setup", *NODE, *where(tree, tmp_path))
     (tree / "kubepods" / "besteffort" / "cgroup.procs").write_text("4242\n")  # kept: busy
     (tree / "system.slice" / "memory.max").unlink()  # gone with its controller: forgotten

@@ -36,12 +36,19 @@ def test_float32_values():
     assert parse_percentage("5%") == 0.05000000074505806
 
 
-@pytest.mark.parametrize("n", [0, 1, 5, 10, 15, 99, 16777215, 9999999])
+@pytest.mark.parametrize("n", [0, 1, 5, 10, 15, 99, 1000000, 9999999])
 def test_float32_whole_numbers_take_the_short_way_to_the_same_value(n):
     # Whole numbers of up to 7 digits skip the exact rounding; the same number written so that
     # it takes the exact path ("n.0") must give the same float32.
     assert parse_float32(str(n)) == parse_float32(f"{n}.0") == float(n)
     assert parse_percentage(f"{n}%") == parse_percentage(f"{n}.0%")
+
+
+def test_float32_whole_numbers_of_eight_digits_are_rounded_to_float32():
+    # Beyond the short way's 7 digits the exact path rounds: 2**24 + 1 is no float32 (ties to
+    # even give 2**24), 2**24 - 1 is one.
+    assert parse_float32("16777217") == 16777216.0
+    assert parse_float32("16777215") == 16777215.0
 
 
 @pytest.mark.parametrize("text", ["abc", "1_0", "nan", "inf", "", "1e50"])

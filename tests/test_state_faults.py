@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 from clirun import run_cli
-from fakecgroup import KERNEL, fake_hierarchy, make_tree, snapshot, use_fake_tree
+from fakecgroup import (
+    existing_system_slice,
+    fake_hierarchy,
+    make_tree,
+    snapshot,
+    use_fake_tree,
+)
 
 import cgalloc.ownership
 from cgalloc.cli.inputs import SYSTEM_RESERVED_RISK
@@ -264,35 +270,19 @@ def test_a_journal_entry_outside_the_tree_is_refused_before_it_is_read(
 # ---------------------------------------------------------------- boot reconciliation
 
 
-def _existing_system_slice(root: Path, version: str, memory: str | None = None) -> None:
-    """The node's own system.slice (not cgalloc's), with ``memory`` as its limit when given."""
-    if version == "v2":
-        (root / "cgroup.subtree_control").write_text("cpu memory pids\n")
-        mounts = [root]
-    else:
-        mounts = [d for d in root.iterdir() if d.is_dir()]
-    for mount in mounts:
-        (mount / "system.slice").mkdir()
-        KERNEL.after_mkdir(str(mount), "system.slice")
-    if memory is not None:
-        memdir = root if version == "v2" else root / "memory"
-        name = "memory.max" if version == "v2" else "memory.limit_in_bytes"
-        (memdir / "system.slice" / name).write_text(memory + "\n")
-
-
 def _wipe(base: Path, version: str) -> Path:
     """A reboot: the cgroup filesystem comes back empty, with a new boot id; this boot the
     node's own system.slice has a memory limit of its own."""
     shutil.rmtree(base / "cgroup")
     root = make_tree(base, version)  # a new boot id too
-    _existing_system_slice(root, version, memory=str(5 << 30))
+    existing_system_slice(root, version, memory=str(5 << 30))
     return root
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_setup_after_a_reboot_starts_a_new_record(tmp_path, monkeypatch, capsys, version):
     root, _ = fake_hierarchy(tmp_path, version)
-    _existing_system_slice(root, version)
+    existing_system_slice(root, version)
     use_fake_tree(monkeypatch, tmp_path)
     args = [*NODE, "--cgroupfs", str(root), *_state(tmp_path)]
     code, _, err = run_cli(capsys, "setup", *args)
@@ -336,7 +326,7 @@ def _setup_killed_at_change(monkeypatch, capsys, args: list[str], n: int) -> Non
 def test_a_journal_left_by_a_run_the_reboot_interrupted_is_discarded(tmp_path, monkeypatch, capsys):
 
     root, _ = fake_hierarchy(tmp_path, "v2")
-    _existing_system_slice(root, "v2")
+    existing_system_slice(root, "v2")
     use_fake_tree(monkeypatch, tmp_path)
     args = [*NODE, "--cgroupfs", str(root), *_state(tmp_path)]
     _setup_killed_at_change(monkeypatch, capsys, args, 6)
@@ -355,7 +345,7 @@ def test_a_journal_left_by_a_run_the_reboot_interrupted_is_discarded(tmp_path, m
 def test_a_journal_of_the_same_boot_is_a_crash_and_folded_in(tmp_path, monkeypatch, capsys):
 
     root, _ = fake_hierarchy(tmp_path, "v2")
-    _existing_system_slice(root, "v2")
+    existing_system_slice(root, "v2")
     before = snapshot(root)
     use_fake_tree(monkeypatch, tmp_path)
     args = [*NODE, "--cgroupfs", str(root), *_state(tmp_path)]
