@@ -599,16 +599,32 @@ def overflow(target: Target, cur: CgroupStats, prev: CgroupStats | None) -> list
     return reasons
 
 
+# The v1 hierarchies the kubelet's cAdvisor takes a cgroup's creation time over: cAdvisor's
+# supportedSubsystems (lib/container/libcontainer/helpers.go) narrowed by needSubsys to the
+# metrics pkg/kubelet/cadvisor/cadvisor_linux.go New includes (CPU and memory usage, disk I/O,
+# processes; devices needs no metric). Not cpuset, hugetlb, perf_event or name=systemd.
+CADVISOR_V1_SUBSYSTEMS = ("cpu", "cpuacct", "memory", "pids", "blkio", "devices")
+
+
+def cadvisor_mounts(h: Hierarchy) -> list[str]:
+    """The mounts the kubelet's cAdvisor looks for a cgroup in: the unified one on v2, else
+    one per distinct v1 hierarchy of :data:`CADVISOR_V1_SUBSYSTEMS`."""
+    if h.version == "v2":
+        return [h.unified or h.root]
+    found = (h.v1_mounts[c] for c in CADVISOR_V1_SUBSYSTEMS if c in h.v1_mounts)
+    return sorted({os.path.realpath(m) for m in found})
+
+
 def start_times(h: Hierarchy, paths: Sequence[str], boot: float) -> list[float | None]:
     """When each cgroup was created, as cAdvisor's ``getSpecInternal`` tells it: the lowest
-    mtime, over the controller mounts that hold the cgroup, of its directory and of its
-    ``cgroup.clone_children`` (``cgroup.events`` on a v2 host), but not before ``boot``; in
-    whole seconds since the epoch (None when no mount holds it).
+    mtime, over the mounts of :func:`cadvisor_mounts` that hold the cgroup, of its directory
+    and of its ``cgroup.clone_children`` (``cgroup.events`` on a v2 host), but not before
+    ``boot``; in whole seconds since the epoch (None when no mount holds it).
 
     The file is cAdvisor's guard against a directory whose mtime moved when a child was made.
     One core call per mount stats the directories, one more the files of those found.
     """
-    mounts = sorted({os.path.realpath(d) for d in controller_dirs(h, "").values()})
+    mounts = cadvisor_mounts(h)
     marker = "cgroup.events" if h.version == "v2" else "cgroup.clone_children"
     rels = [_rel(p) for p in paths]
     oldest: list[int | None] = [None] * len(rels)

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from cgalloc import stats
+from cgalloc.cgroupfs import Hierarchy
 from cgalloc.stats import UNLIMITED
 
 # ---- pure computations ---------------------------------------------------------------------
@@ -363,6 +364,29 @@ def test_start_times_take_the_oldest_directory_mtime_across_mounts(tmp_path):
     h = stats.plain_tree_hierarchy(str(tmp_path))
     got = stats.start_times(h, ["kubepods/podA", "/kubepods/podB/", "kubepods/gone"], 0.0)
     assert got == [1_000_000_000, 1_500_000_000, None]
+
+
+def test_start_times_use_the_hierarchies_the_kubelets_cadvisor_uses(tmp_path):
+    # cAdvisor lib/container/libcontainer/helpers.go getCgroupSubsystemsHelper keeps a
+    # subsystem when needSubsys says so: supportedSubsystems, narrowed to the metrics the
+    # kubelet includes (pkg/kubelet/cadvisor/cadvisor_linux.go New: cpu/memory usage, disk I/O,
+    # processes; devices always). cpuset, hugetlb and name=systemd are not looked at.
+    names = ("cpu", "cpuacct", "memory", "pids", "blkio", "devices", "cpuset", "hugetlb",
+             "systemd", "freezer")  # fmt: skip
+    mounts = {c: str(tmp_path / c) for c in names}
+    h = Hierarchy("v1", str(tmp_path), mounts, None, frozenset(names))
+    oldest = {"podA": "cpuset", "podB": "systemd", "podC": "blkio", "podD": "devices",
+              "podE": "hugetlb"}  # fmt: skip
+    for pod, where in oldest.items():
+        for c in names:
+            d = tmp_path / c / "kubepods" / pod
+            d.mkdir(parents=True)
+            (d / "cgroup.clone_children").write_text("0\n")
+            when = 1_600_000_000 if c == where else 1_700_000_000
+            os.utime(d / "cgroup.clone_children", (0, when))
+            os.utime(d, (0, when))
+    got = stats.start_times(h, [f"kubepods/{p}" for p in oldest], 0.0)
+    assert got == [1_700_000_000, 1_700_000_000, 1_600_000_000, 1_600_000_000, 1_700_000_000]
 
 
 @pytest.mark.parametrize(("version", "marker"), [("v1", "cgroup.clone_children"),
