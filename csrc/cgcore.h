@@ -61,8 +61,9 @@ int cg_read(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
 
 /* The mtime of each dir (packed as for cg_read) in ns since the epoch, relative to dirfd and
  * not following a symlink in its last component ("" = dirfd itself), or INT64_MIN where it
- * cannot be stat'ed. Returns 0, or -EINVAL before any I/O if a dir is malformed. */
-int cg_mtimes(int dirfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
+ * cannot be stat'ed; nthreads as for cg_read. Returns 0, or -EINVAL before any I/O if a dir
+ * is malformed. */
+int cg_mtimes(int dirfd, const char *dirbuf, const size_t *dir_offs, int ndirs, int nthreads,
               int64_t *mtime_ns);
 
 /* Persistent sampler: by default keeps one fd per (dir, file) and re-reads with pread (see

@@ -104,7 +104,7 @@ static void test_mtimes(int root)
     struct stat sb;
     char path[512];
 
-    CHECK(cg_mtimes(root, dirbuf, offs, 4, t) == 0);
+    CHECK(cg_mtimes(root, dirbuf, offs, 4, 0, t) == 0);
     snprintf(path, sizeof path, "%s/kubepods", base);
     CHECK(stat(path, &sb) == 0);
     CHECK(t[0] == (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
@@ -115,9 +115,47 @@ static void test_mtimes(int root)
     CHECK(t[3] == (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
     const char bad[] = "kubepods\0..";
     const size_t o2[] = {0, 9, 12};
-    CHECK(cg_mtimes(root, bad, o2, 2, t) == -EINVAL);
-    CHECK(cg_mtimes(root, dirbuf, offs, -1, t) == -EINVAL);
-    CHECK(cg_mtimes(root, dirbuf, offs, 0, t) == 0);
+    CHECK(cg_mtimes(root, bad, o2, 2, 0, t) == -EINVAL);
+    CHECK(cg_mtimes(root, dirbuf, offs, -1, 0, t) == -EINVAL);
+    CHECK(cg_mtimes(root, dirbuf, offs, 0, 0, t) == 0);
+}
+
+/* Many dirs over 1, 2 and 3 threads (shares cut at uneven places): every one the same mtime
+ * as stat gives, and the missing ones INT64_MIN wherever the cut falls. */
+static void test_mtimes_threads(int root)
+{
+    enum { N = 301 };
+    char *dirbuf = calloc(N, 16);
+    size_t offs[N + 1], pos = 0;
+    int64_t *t = calloc(N, sizeof *t);
+    struct stat sb;
+    char path[512];
+
+    for (int i = 0; i < N; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "mt%d", i);
+        if (i % 7)
+            dir(name);
+        offs[i] = pos;
+        memcpy(dirbuf + pos, name, strlen(name) + 1);
+        pos += strlen(name) + 1;
+    }
+    offs[N] = pos;
+    for (int threads = 1; threads <= 3; threads++) {
+        memset(t, 0, N * sizeof *t);
+        CHECK(cg_mtimes(root, dirbuf, offs, N, threads, t) == 0);
+        for (int i = 0; i < N; i++) {
+            snprintf(path, sizeof path, "%s/mt%d", base, i);
+            if (i % 7 == 0) {
+                CHECK(t[i] == INT64_MIN);
+                continue;
+            }
+            CHECK(stat(path, &sb) == 0);
+            CHECK(t[i] == (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
+        }
+    }
+    free(dirbuf);
+    free(t);
 }
 
 static void test_many_dirs_threads(int root)
@@ -354,6 +392,7 @@ int main(void)
     test_parsers();
     test_read(root);
     test_mtimes(root);
+    test_mtimes_threads(root);
     test_many_dirs_threads(root);
     test_sampler(root);
     test_writes(root, 0);

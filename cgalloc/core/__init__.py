@@ -24,7 +24,8 @@ Interface::
         # an fstat per file so plain test trees can show removal; leave it off for benches.
     root.write(relpath, value); root.mkdir(relpath); root.rmdir(relpath)
     text = root.read_text(relpath)
-    ns = mtimes(dirfd, dirs)    # each dir's mtime in ns below an fd, None where stat fails
+    ns = mtimes(dirfd, dirs, threads=0)  # each dir's mtime in ns below an fd, None where
+                                         # stat fails; on one thread per CPU as reads are
     made, error = apply_ops([(root, relpath, value_or_None_for_mkdir), ...])
         # in order until one fails (error: the WriteError write/mkdir raise, else None);
         # the C core makes them all in one call (csrc/apply_batch.c)

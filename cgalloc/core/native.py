@@ -186,14 +186,15 @@ class Root(r.RootBase):
         return ffi.unpack(buf, n).decode("utf-8", "replace")
 
 
-def mtimes(dirfd: int, dirs: Sequence[str]) -> list[int | None]:
+def mtimes(dirfd: int, dirs: Sequence[str], threads: int = 0) -> list[int | None]:
     """Each dir's mtime in ns below ``dirfd`` (not following a last-component symlink), None
-    where it cannot be stat'ed; ValueError for a malformed dir, before any I/O."""
+    where it cannot be stat'ed; ValueError for a malformed dir, before any I/O. ``threads``
+    as for reads (0: one per CPU when there is enough work)."""
     if not dirs:
         return []
     dirbuf, offs, _keep = _pack_dirs(dirs)
     out = ffi.new("int64_t[]", len(dirs))
-    _raise_errno(lib.cg_mtimes(dirfd, dirbuf, offs, len(dirs), out), "mtimes", dirs)
+    _raise_errno(lib.cg_mtimes(dirfd, dirbuf, offs, len(dirs), threads, out), "mtimes", dirs)
     return [None if t == NO_MTIME else t for t in out]
 
 

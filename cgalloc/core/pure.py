@@ -341,9 +341,10 @@ def _fstype(fd: int) -> str:
     return "unknown"
 
 
-def mtimes(dirfd: int, dirs: Sequence[str]) -> list[int | None]:
+def mtimes(dirfd: int, dirs: Sequence[str], threads: int = 0) -> list[int | None]:
     """Each dir's mtime in ns below ``dirfd`` (not following a last-component symlink), None
-    where it cannot be stat'ed; ValueError for a malformed dir, before any I/O."""
+    where it cannot be stat'ed; ValueError for a malformed dir, before any I/O. ``threads``
+    is accepted for the C core's interface; this one stats in turn."""
     r.check_dirs(dirs)
     out: list[int | None] = []
     for d in dirs:
