@@ -832,8 +832,8 @@ int cg_mtimes(int dirfd, const char *dirbuf, const size_t *dir_offs, int ndirs, 
         return -EINVAL;
     if (ndirs == 0)
         return 0;
-    /* a stat of a kernfs directory is ~3 us of kernel time: a node's pods over six v1
-     * hierarchies are tens of ms, which threads halve like the reads */
+    /* all kernel time (kernfs getattr), once per pod per hierarchy: threads share it out
+     * as they do the reads */
     int n = pick_threads(nthreads, ndirs);
     for (int t = 0; t < n; t++)
         jobs[t] = (struct mtime_job){dirfd, dirbuf, dir_offs, cut(ndirs, t, n, 1),
