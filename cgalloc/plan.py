@@ -645,20 +645,58 @@ def _moves(desired, moves, mounts, v2, proc_root, warnings) -> list[Action]:
     return out
 
 
-def drift(plan: Plan) -> list[str]:
-    """What differs between the live tree and the desired one, one line each (for verify)."""
-    lines = []
-    for a in plan.actions:
-        where = a.where(plan.root)
-        if a.kind == "mkdir":
-            lines.append(f"missing cgroup {where}")
-        elif a.kind == "enable":
-            lines.append(f"{where}: controllers not enabled: {a.new.replace('+', '')}")
-        elif a.kind == "move":
-            lines.append(f"process {a.new} ({a.note}) is in {a.old}, not /{a.path}")
-        else:
-            lines.append(f"{where}: is {a.old if a.old is not None else '(missing)'}, want {a.new}")
-    return lines
+def _drift(a: Action, root: str) -> tuple[str, dict]:
+    """One action of a plan as a difference: verify's line and its ``-o json`` object, from
+    one dispatch so the two never disagree."""
+    where, directory = a.where(root), _below(root, a.mount, a.path) or "."
+    if a.kind == "mkdir":
+        return f"missing cgroup {where}", {
+            "cgroup": directory, "file": None, "is": None, "want": "cgroup"
+        }  # fmt: skip
+    if a.kind == "enable":
+        line = f"{where}: controllers not enabled: {a.new.replace('+', '')}"
+    elif a.kind == "move":
+        # the process's cgroup is what differs: it is in a.old, it belongs in this one
+        return f"process {a.new} ({a.note}) is in {a.old}, not /{a.path}", {
+            "cgroup": directory, "file": "cgroup.procs", "is": None, "want": a.new,
+            "process": a.note, "processIsIn": a.old,
+        }  # fmt: skip
+    else:
+        line = f"{where}: is {a.old if a.old is not None else '(missing)'}, want {a.new}"
+    return line, {"cgroup": directory, "file": a.file, "is": a.old, "want": a.new}
+
+
+def _stale_drift(a: Action, root: str) -> tuple[str, dict]:
+    """One action of ``plan.undo`` (what setup did that the inputs no longer want, still in
+    place) as verify's line and its ``-o json`` object."""
+    where, directory = a.where(root), _below(root, a.mount, a.path) or "."
+    if a.kind == "restore":
+        return f"{where}: is {a.old}, no longer wanted; setup restores {a.new!r}", {
+            "cgroup": directory, "file": a.file, "is": a.old, "want": a.new
+        }  # fmt: skip
+    if a.kind == "unit":
+        return (
+            f"systemd unit {a.note}: {a.file} set by cgalloc, no longer wanted; setup "
+            "restores them",
+            {"cgroup": None, "file": None, "is": "set", "want": "restored", "unit": a.note,
+             "properties": a.file.split(", ")},
+        )  # fmt: skip
+    # rmdir, stop: a cgroup (and its unit) cgalloc made and no longer wants
+    item = {"cgroup": directory, "file": None, "is": "cgroup", "want": None}
+    if a.kind == "rmdir":
+        return f"cgroup {where} was made by cgalloc and is no longer wanted", item
+    line = f"systemd unit {a.note} (cgroup {where}) was started by cgalloc and is no longer wanted"
+    return line, {**item, "unit": a.note}
+
+
+def drift(plan: Plan) -> list[tuple[str, dict]]:
+    """Every difference verify reports, as (line, ``-o json`` object): what the live tree lacks
+    (``plan.actions``), then what setup no longer wants (``plan.undo``). In an object,
+    ``cgroup`` is the directory relative to --cgroupfs, ``file`` null for the cgroup itself,
+    ``is`` null for what does not exist, ``unit`` present when it is a systemd unit's."""
+    return [_drift(a, plan.root) for a in plan.actions] + [
+        _stale_drift(a, plan.root) for a in plan.undo
+    ]
 
 
 def cgroup_depth(path: str) -> int:
@@ -702,29 +740,6 @@ def undo_actions(stale, version: str, root: str, units=None) -> list[Action]:
     ]
     removals.sort(key=lambda a: (-cgroup_depth(a.path), a.path, a.mount))
     return out + removals
-
-
-def stale_drift(plan: Plan) -> list[str]:
-    """What cgalloc did that the inputs no longer want and that is still in place (verify),
-    one line per action of ``plan.undo``."""
-    lines = []
-    for a in plan.undo:
-        where = a.where(plan.root)
-        if a.kind == "restore":
-            lines.append(f"{where}: is {a.old}, no longer wanted; setup restores {a.new!r}")
-        elif a.kind == "rmdir":
-            lines.append(f"cgroup {where} was made by cgalloc and is no longer wanted")
-        elif a.kind == "stop":
-            lines.append(
-                f"systemd unit {a.note} (cgroup {where}) was started by cgalloc and is no "
-                "longer wanted"
-            )
-        else:
-            lines.append(
-                f"systemd unit {a.note}: {a.file} set by cgalloc, no longer wanted; setup "
-                "restores them"
-            )
-    return lines
 
 
 def require_no_refusals(plan: Plan, force: bool) -> None:

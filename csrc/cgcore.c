@@ -536,6 +536,23 @@ static ssize_t read_close(int fd, char *buf, size_t n)
     return r;
 }
 
+static void fail_item(const struct item *it, int neg_errno)
+{
+    fill(it->spec->ncells, it->v, it->s, errno_status(-neg_errno));
+}
+
+/* Cell ``it`` from a file just opened (or its -errno), read once and closed: no fd and no
+ * seq_file page kept. Both the bulk read and the sampler's files without a kept fd do this. */
+static void read_once(const struct job *j, const struct item *it, int fd)
+{
+    if (fd < 0) {
+        fail_item(it, fd);
+        return;
+    }
+    ssize_t n = read_close(fd, j->buf, j->bufsize);
+    parse_read(it->spec, it->tab, n, j->buf, j->bufsize, it->v, it->s);
+}
+
 static void *read_worker(void *arg)
 {
     struct job *j = arg;
@@ -546,7 +563,6 @@ static void *read_worker(void *arg)
 
     item_at(j, &it, j->lo);
     for (long i = j->lo; i < j->hi; i++, item_next(j, &it)) {
-        ssize_t n;
         const char *dir = j->dirs[it.d];
 
         item_cells(j, &it);
@@ -556,13 +572,7 @@ static void *read_worker(void *arg)
             cur = it.d;
             dirfd = *dir ? open_beneath(j->rootfd, dir, O_PATH | O_DIRECTORY, 0) : j->rootfd;
         }
-        int fd = dirfd < 0 ? dirfd : open_in_dir(j, dirfd, dir, &it);
-        if (fd < 0) {
-            fill(it.spec->ncells, it.v, it.s, errno_status(-fd));
-            continue;
-        }
-        n = read_close(fd, j->buf, j->bufsize);
-        parse_read(it.spec, it.tab, n, j->buf, j->bufsize, it.v, it.s);
+        read_once(j, &it, dirfd < 0 ? dirfd : open_in_dir(j, dirfd, dir, &it));
     }
     if (dirfd >= 0 && dirfd != j->rootfd)
         close(dirfd);
@@ -598,15 +608,17 @@ static void drop_dir_fd(struct job *j, long d)
  * dir fd answers ENOENT: the dir is reopened once, so a re-created cgroup comes back. */
 static int open_item(struct job *j, const struct item *it)
 {
+    const char *dir = j->dirs[it->d];
+
     if (it->d >= j->ndirfds || j->lay->nested[it->f])
-        return open_cell(j->rootfd, j->dirs[it->d], it->spec);
+        return open_cell(j->rootfd, dir, it->spec);
     int dfd = dir_fd(j, it->d);
-    int fd = dfd < 0 ? dfd : open_component(dfd, it->spec->name, O_RDONLY);
+    int fd = dfd < 0 ? dfd : open_in_dir(j, dfd, dir, it);
 
     if ((fd == -ENOENT || fd == -ENODEV) && dfd >= 0 && dfd != j->rootfd) {
         drop_dir_fd(j, it->d);
         dfd = dir_fd(j, it->d);
-        fd = dfd < 0 ? dfd : open_component(dfd, it->spec->name, O_RDONLY);
+        fd = dfd < 0 ? dfd : open_in_dir(j, dfd, dir, it);
     }
     return fd;
 }
@@ -643,20 +655,13 @@ static void *sample_worker(void *arg)
 
         item_cells(j, &it);
         if (it.d >= j->kept[it.f]) {
-            /* not kept: opened, read and closed, so no fd and no seq_file page between samples */
-            int fd = open_item(j, &it);
-            if (fd < 0) {
-                fill(it.spec->ncells, it.v, it.s, errno_status(-fd));
-                continue;
-            }
-            n = read_close(fd, j->buf, j->bufsize);
-            parse_read(it.spec, it.tab, n, j->buf, j->bufsize, it.v, it.s);
+            read_once(j, &it, open_item(j, &it));
             continue;
         }
         if (j->fds[i] < 0) {
             int fd = open_item(j, &it);
             if (fd < 0) {
-                fill(it.spec->ncells, it.v, it.s, errno_status(-fd));
+                fail_item(&it, fd);
                 continue;
             }
             j->fds[i] = fd;
@@ -664,7 +669,7 @@ static void *sample_worker(void *arg)
         n = pread_retry(j->fds[i], j->buf, j->bufsize);
         int rc = reopen_if_gone(j, i, &it, &n);
         if (rc < 0) {
-            fill(it.spec->ncells, it.v, it.s, errno_status(-rc));
+            fail_item(&it, rc);
             continue;
         }
         parse_read(it.spec, it.tab, n, j->buf, j->bufsize, it.v, it.s);

@@ -399,7 +399,7 @@ def test_converge_undoes_units_and_properties_no_longer_wanted(tmp_path):
 
 def test_a_no_longer_wanted_slice_with_processes_is_not_stopped(tmp_path):
     from cgalloc.apply import TestSwitches, converge, plan_undo
-    from cgalloc.plan import Plan, stale_drift
+    from cgalloc.plan import Plan, drift
 
     root, state, record, units = _converge_tree(tmp_path)
     (root / "kube.slice" / "kubelet.service").mkdir()
@@ -417,9 +417,14 @@ def test_a_no_longer_wanted_slice_with_processes_is_not_stopped(tmp_path):
     assert "kube.slice" in UnitRecord.load(state.path).started
     assert (str(root), "kube.slice") in record.created
     plan_undo(plan, record, UnitRecord.load(state.path))
-    assert stale_drift(plan) == [
-        "systemd unit kube.slice (cgroup kube.slice) was started by cgalloc and is no longer wanted"
-    ]
+    assert drift(plan) == [
+        (
+            "systemd unit kube.slice (cgroup kube.slice) was started by cgalloc and is no longer "
+            "wanted",
+            {"cgroup": "kube.slice", "file": None, "is": "cgroup", "want": None,
+             "unit": "kube.slice"},
+        )
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("content", [b"{", b"\xff\xfe", b"[1]", b'{"started": [1]}'])

@@ -16,7 +16,7 @@ from cgalloc.cli.options import quiet_option, state_dir_option
 from cgalloc.cli.render import OutputFormat, output_option, warn
 from cgalloc.cli.setup import TreeOptions, report, tree_options
 from cgalloc.ownership import StateDir
-from cgalloc.plan import Action, Plan, drift, stale_drift
+from cgalloc.plan import drift
 
 VERIFY_HELP = (
     "Check the live cgroup tree against the one setup makes for these inputs: exit 0 when "
@@ -25,51 +25,6 @@ VERIFY_HELP = (
     "in --state-dir) until setup undoes it. Reads only: it changes nothing and needs no "
     "privileges."
 )
-
-
-def _dir(mount: str, path: str, root: str) -> str:
-    return Action("mkdir", mount, path).where(root)
-
-
-def drift_objects(plan: Plan) -> list[dict]:
-    """Each difference as ``{cgroup, file, is, want}``: ``cgroup`` is the directory relative to
-    --cgroupfs, ``file`` null for the cgroup itself, ``is`` null for what does not exist. What
-    setup no longer wants (``plan.undo``) follows, with ``unit`` when it is a systemd unit's."""
-    out = []
-    for a in plan.actions:
-        where = _dir(a.mount, a.path, plan.root)
-        if a.kind == "mkdir":
-            out.append({"cgroup": where, "file": None, "is": None, "want": "cgroup"})
-        elif a.kind == "move":
-            # the process's cgroup is what differs: it is in a.old, it belongs in this one
-            out.append(
-                {
-                    "cgroup": where,
-                    "file": "cgroup.procs",
-                    "is": None,
-                    "want": a.new,
-                    "process": a.note,
-                    "processIsIn": a.old,
-                }
-            )
-        else:
-            out.append({"cgroup": where, "file": a.file, "is": a.old, "want": a.new})
-    for a in plan.undo:
-        where = _dir(a.mount, a.path, plan.root)
-        if a.kind == "restore":
-            out.append({"cgroup": where, "file": a.file, "is": a.old, "want": a.new})
-        elif a.kind == "unit":
-            props = a.file.split(", ")
-            out.append(
-                {"cgroup": None, "file": None, "is": "set", "want": "restored",
-                 "unit": a.note, "properties": props}
-            )  # fmt: skip
-        else:  # rmdir, stop: a cgroup (and its unit) cgalloc made and no longer wants
-            item = {"cgroup": where, "file": None, "is": "cgroup", "want": None}
-            if a.kind == "stop":
-                item["unit"] = a.note
-            out.append(item)
-    return out
 
 
 def register(app: typer.Typer) -> None:
@@ -94,9 +49,10 @@ def register(app: typer.Typer) -> None:
         dbus = tree.dbus(cfg.cgroup_driver, switches)
         plan_undo(p, peek_record(state, tree.cgroupfs), peek_units(state) if dbus else None)
         warn(state.notes)
-        lines = drift(p) + stale_drift(p)
+        found = drift(p)
+        lines = [line for line, _ in found]
         summary = f"drift: {len(lines)} differences" if lines else "in sync: the tree matches"
-        doc = {"inSync": not lines, "drift": drift_objects(p)}
+        doc = {"inSync": not lines, "drift": [item for _, item in found]}
         report(doc, lines, summary, output, quiet and not lines)
         if lines:
             raise typer.Exit(1)
