@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from cgalloc import core, tree
 from cgalloc.capacity import max_pids
-from cgalloc.cgroupfs import Hierarchy, cgroup_file, controller_dirs, detect
+from cgalloc.cgroupfs import Hierarchy, controller_dirs, detect
 from cgalloc.core.records import MAX, OK, FileSpec, Snapshot
 from cgalloc.errors import HostError
 from cgalloc.resources import CPU, MEMORY
@@ -622,27 +622,20 @@ def start_times(h: Hierarchy, paths: Sequence[str], boot: float) -> list[float |
     ``boot``; in whole seconds since the epoch (None when no mount holds it).
 
     The file is cAdvisor's guard against a directory whose mtime moved when a child was made.
-    One core call per mount stats the directories, one more the files of those found.
+    One core call stats them all, the mounts' directory fds open meanwhile.
     """
-    mounts = cadvisor_mounts(h)
     marker = "cgroup.events" if h.version == "v2" else "cgroup.clone_children"
-    rels = [_rel(p) for p in paths]
-    oldest: list[int | None] = [None] * len(rels)
-    for m in mounts:
-        try:
-            fd = os.open(m, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            continue
-        try:
-            dirs = core.mtimes(fd, rels)
-            found = [i for i, t in enumerate(dirs) if t is not None]
-            files = core.mtimes(fd, [cgroup_file(rels[i], marker) for i in found])
-        finally:
+    fds: list[int] = []
+    try:
+        for m in cadvisor_mounts(h):
+            try:
+                fds.append(os.open(m, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+            except OSError:
+                continue
+        oldest = core.oldest_mtimes(fds, [_rel(p) for p in paths], marker)
+    finally:
+        for fd in fds:
             os.close(fd)
-        for i, f in zip(found, files, strict=True):
-            t = dirs[i] if f is None or dirs[i] < f else f
-            if oldest[i] is None or t < oldest[i]:
-                oldest[i] = t
     return [None if t is None else max(float(t // 1_000_000_000), boot) for t in oldest]
 
 

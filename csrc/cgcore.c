@@ -802,47 +802,128 @@ int cg_read(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
 }
 
 struct mtime_job {
-    int dirfd;
+    const int *dirfds;
+    int nfds;
+    const char *marker;
     const char *dirbuf;
     const size_t *offs;
     long lo, hi;
     int64_t *out;
 };
 
+/* path's mtime in ns below dirfd, not following a last-component symlink, or INT64_MIN */
+static int64_t mtime_at(int dirfd, const char *path)
+{
+    struct stat sb;
+    int flags = AT_SYMLINK_NOFOLLOW | (*path ? 0 : AT_EMPTY_PATH);
+
+    if (fstatat(dirfd, path, &sb, flags) < 0)
+        return INT64_MIN;
+    return (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+}
+
+/* A dir's parent, opened once per hierarchy for the run of dirs below it (a QoS tier's pods
+ * come together): each stat then resolves one name, not the whole path again, and a kernfs
+ * lookup per component costs about as much as the stat itself. */
+struct parents {
+    char path[PATH_MAX]; /* the parent the fds are for; "" = the hierarchies' own fds */
+    size_t len;
+    int valid;
+    int fds[CG_MAX_MTIME_FDS]; /* per hierarchy: the parent's O_PATH fd, or -errno */
+};
+
+static void close_parents(struct parents *p, const struct mtime_job *j)
+{
+    for (int k = 0; p->valid && p->len && k < j->nfds; k++)
+        if (p->fds[k] >= 0)
+            close(p->fds[k]);
+    p->valid = 0;
+}
+
+/* The fds to stat dir's last component below, and that component (dir itself for a top-level
+ * dir, "" for the hierarchy's own root). */
+static const char *parents_of(struct parents *p, const struct mtime_job *j, const char *dir)
+{
+    const char *slash = strrchr(dir, '/');
+    size_t len = slash ? (size_t)(slash - dir) : 0;
+
+    if (p->valid && p->len == len && !memcmp(p->path, dir, len))
+        return slash ? slash + 1 : dir;
+    close_parents(p, j);
+    int too_long = len >= sizeof p->path;
+    len = too_long ? 0 : len;
+    memcpy(p->path, dir, len);
+    p->path[len] = '\0';
+    p->len = len;
+    for (int k = 0; k < j->nfds; k++) {
+        int fd = len ? openat(j->dirfds[k], p->path, O_PATH | O_DIRECTORY | O_CLOEXEC)
+                     : j->dirfds[k];
+        p->fds[k] = too_long ? -ENAMETOOLONG : fd < 0 ? -errno : fd;
+    }
+    p->valid = !too_long; /* a path the kernel refuses anyway: asked again, answered again */
+    return slash ? slash + 1 : dir;
+}
+
 static void *mtime_worker(void *arg)
 {
     const struct mtime_job *j = arg;
+    struct parents p = {.valid = 0};
+    char path[PATH_MAX];
 
     for (long d = j->lo; d < j->hi; d++) {
-        const char *dir = j->dirbuf + j->offs[d];
-        struct stat sb;
-        int flags = AT_SYMLINK_NOFOLLOW | (*dir ? 0 : AT_EMPTY_PATH);
+        const char *name = parents_of(&p, j, j->dirbuf + j->offs[d]);
+        int has_marker = *j->marker && join_path(path, name, j->marker) == 0;
+        int64_t oldest = INT64_MIN;
 
-        if (fstatat(j->dirfd, dir, &sb, flags) < 0)
-            j->out[d] = INT64_MIN;
-        else
-            j->out[d] = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+        for (int k = 0; k < j->nfds; k++) {
+            if (p.fds[k] < 0)
+                continue; /* its parent is not in this hierarchy: neither is it */
+            int64_t t = mtime_at(p.fds[k], name);
+            if (t == INT64_MIN)
+                continue; /* not in this hierarchy: its marker is not either */
+            if (has_marker) {
+                int64_t m = mtime_at(p.fds[k], path);
+                if (m != INT64_MIN && m < t)
+                    t = m;
+            }
+            if (oldest == INT64_MIN || t < oldest)
+                oldest = t;
+        }
+        j->out[d] = oldest;
     }
+    close_parents(&p, j);
     return NULL;
 }
 
-int cg_mtimes(int dirfd, const char *dirbuf, const size_t *dir_offs, int ndirs, int nthreads,
-              int64_t *mtime_ns)
+static int check_marker(const char *marker)
+{
+    if (!marker)
+        return -EINVAL;
+    if (!*marker)
+        return 0;
+    if (strchr(marker, '/') || !strcmp(marker, ".") || !strcmp(marker, "..") ||
+        strlen(marker) > NAME_MAX)
+        return -EINVAL;
+    return 0;
+}
+
+int cg_oldest_mtimes(const int *dirfds, int nfds, const char *marker, const char *dirbuf,
+                     const size_t *dir_offs, int ndirs, int nthreads, int64_t *mtime_ns)
 {
     struct mtime_job jobs[CG_MAX_THREADS];
 
-    if (ndirs < 0)
+    if (ndirs < 0 || nfds < 0 || nfds > CG_MAX_MTIME_FDS || (nfds > 0 && !dirfds))
         return -EINVAL;
-    if (check_dirs(dirbuf, dir_offs, ndirs) < 0)
+    if (check_marker(marker) < 0 || check_dirs(dirbuf, dir_offs, ndirs) < 0)
         return -EINVAL;
     if (ndirs == 0)
         return 0;
-    /* all kernel time (kernfs getattr), once per pod per hierarchy: threads share it out
+    /* all kernel time (kernfs getattr), per pod per hierarchy twice: threads share it out
      * as they do the reads */
     int n = pick_threads(nthreads, ndirs);
     for (int t = 0; t < n; t++)
-        jobs[t] = (struct mtime_job){dirfd, dirbuf, dir_offs, cut(ndirs, t, n, 1),
-                                     cut(ndirs, t + 1, n, 1), mtime_ns};
+        jobs[t] = (struct mtime_job){dirfds, nfds, marker, dirbuf, dir_offs,
+                                     cut(ndirs, t, n, 1), cut(ndirs, t + 1, n, 1), mtime_ns};
     spawn_join(jobs, sizeof jobs[0], n, mtime_worker);
     return 0;
 }

@@ -59,12 +59,15 @@ int cg_read(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
             const cg_spec *specs, int nspecs, size_t bufsize, int nthreads, uint64_t *vals,
             uint8_t *st);
 
-/* The mtime of each dir (packed as for cg_read) in ns since the epoch, relative to dirfd and
- * not following a symlink in its last component ("" = dirfd itself), or INT64_MIN where it
- * cannot be stat'ed; nthreads as for cg_read. Returns 0, or -EINVAL before any I/O if a dir
- * is malformed. */
-int cg_mtimes(int dirfd, const char *dirbuf, const size_t *dir_offs, int ndirs, int nthreads,
-              int64_t *mtime_ns);
+#define CG_MAX_MTIME_FDS 32 /* hierarchies cg_oldest_mtimes takes at most */
+
+/* For each dir (packed as for cg_read): the oldest mtime, in ns since the epoch, over the
+ * nfds (<= CG_MAX_MTIME_FDS) dirfds that hold it, of the dir itself ("" = the fd's own) and,
+ * when marker is not "", of its file marker (one name, no '/'); a symlink in the last
+ * component is the link's own. INT64_MIN where no fd holds the dir. nthreads as for cg_read.
+ * Returns 0, or -EINVAL before any I/O if a dir, the marker or nfds is malformed. */
+int cg_oldest_mtimes(const int *dirfds, int nfds, const char *marker, const char *dirbuf,
+                     const size_t *dir_offs, int ndirs, int nthreads, int64_t *mtime_ns);
 
 /* Persistent sampler: by default keeps one fd per (dir, file) and re-reads with pread (see
  * cg_sampler_set_policy for keeping fewer). check_nlink:

@@ -104,7 +104,7 @@ static void test_mtimes(int root)
     struct stat sb;
     char path[512];
 
-    CHECK(cg_mtimes(root, dirbuf, offs, 4, 0, t) == 0);
+    CHECK(cg_oldest_mtimes(&root, 1, "", dirbuf, offs, 4, 0, t) == 0);
     snprintf(path, sizeof path, "%s/kubepods", base);
     CHECK(stat(path, &sb) == 0);
     CHECK(t[0] == (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
@@ -115,38 +115,101 @@ static void test_mtimes(int root)
     CHECK(t[3] == (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
     const char bad[] = "kubepods\0..";
     const size_t o2[] = {0, 9, 12};
-    CHECK(cg_mtimes(root, bad, o2, 2, 0, t) == -EINVAL);
-    CHECK(cg_mtimes(root, dirbuf, offs, -1, 0, t) == -EINVAL);
-    CHECK(cg_mtimes(root, dirbuf, offs, 0, 0, t) == 0);
+    CHECK(cg_oldest_mtimes(&root, 1, "", bad, o2, 2, 0, t) == -EINVAL);
+    CHECK(cg_oldest_mtimes(&root, 1, "", dirbuf, offs, -1, 0, t) == -EINVAL);
+    CHECK(cg_oldest_mtimes(&root, 1, "", dirbuf, offs, 0, 0, t) == 0);
+    CHECK(cg_oldest_mtimes(&root, 1, "a/b", dirbuf, offs, 4, 0, t) == -EINVAL);
+    CHECK(cg_oldest_mtimes(&root, 1, "..", dirbuf, offs, 4, 0, t) == -EINVAL);
+    CHECK(cg_oldest_mtimes(&root, 1, NULL, dirbuf, offs, 4, 0, t) == -EINVAL);
+    CHECK(cg_oldest_mtimes(NULL, 1, "", dirbuf, offs, 4, 0, t) == -EINVAL);
+    CHECK(cg_oldest_mtimes(&root, -1, "", dirbuf, offs, 4, 0, t) == -EINVAL);
+    CHECK(cg_oldest_mtimes(NULL, 0, "", dirbuf, offs, 4, 0, t) == 0);
+    CHECK(t[0] == INT64_MIN && t[2] == INT64_MIN); /* no hierarchy holds anything */
+}
+
+static void set_mtime(const char *rel, time_t sec)
+{
+    char path[512];
+    struct timespec ts[2] = {{0, UTIME_OMIT}, {sec, 0}};
+
+    snprintf(path, sizeof path, "%s/%s", base, rel);
+    if (utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW) < 0) {
+        perror(path);
+        failures++;
+    }
+}
+
+/* Two hierarchies, a marker file: per hierarchy the lower of dir and marker, over them the
+ * lowest; a hierarchy without the dir, or a dir without the marker, counts for nothing. */
+static void test_oldest_over_hierarchies(void)
+{
+    const char dirbuf[] = "pa\0pb\0pc";
+    const size_t offs[] = {0, 3, 6, 9};
+    int64_t t[3];
+    char path[512];
+
+    dir("h1");
+    dir("h2");
+    dir("h1/pa");
+    dir("h2/pa");
+    dir("h2/pb");
+    put("h1/pa/marker", "0\n");
+    set_mtime("h1/pa/marker", 300);
+    set_mtime("h1/pa", 400);
+    set_mtime("h2/pa", 250);
+    set_mtime("h2/pb", 777);
+    snprintf(path, sizeof path, "%s/h1", base);
+    int h1 = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    snprintf(path, sizeof path, "%s/h2", base);
+    int h2 = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fds[] = {h1, h2};
+
+    CHECK(h1 >= 0 && h2 >= 0);
+    CHECK(cg_oldest_mtimes(fds, 2, "marker", dirbuf, offs, 3, 0, t) == 0);
+    CHECK(t[0] == 250000000000LL && t[1] == 777000000000LL && t[2] == INT64_MIN);
+    CHECK(cg_oldest_mtimes(fds, 1, "marker", dirbuf, offs, 3, 0, t) == 0);
+    CHECK(t[0] == 300000000000LL && t[1] == INT64_MIN);
+    CHECK(cg_oldest_mtimes(fds, 1, "", dirbuf, offs, 1, 0, t) == 0);
+    CHECK(t[0] == 400000000000LL);
+    close(h1);
+    close(h2);
 }
 
 /* Many dirs over 1, 2 and 3 threads (shares cut at uneven places): every one the same mtime
- * as stat gives, and the missing ones INT64_MIN wherever the cut falls. */
+ * as stat gives, and the missing ones INT64_MIN wherever the cut falls. The first half are
+ * top-level; the rest below three parents in turn (and one parent that does not exist), so
+ * the parent a worker holds open changes at every dir, and mid-run at a cut. */
 static void test_mtimes_threads(int root)
 {
     enum { N = 301 };
-    char *dirbuf = calloc(N, 16);
+    char *dirbuf = calloc(N, 24);
     size_t offs[N + 1], pos = 0;
     int64_t *t = calloc(N, sizeof *t);
     struct stat sb;
     char path[512];
+    char names[N][24];
 
+    dir("mq0");
+    dir("mq1");
+    dir("mq2");
     for (int i = 0; i < N; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "mt%d", i);
-        if (i % 7)
-            dir(name);
+        if (i < N / 2)
+            snprintf(names[i], sizeof names[i], "mt%d", i);
+        else
+            snprintf(names[i], sizeof names[i], "mq%d/mt%d", i % 4, i);
+        if (i % 7 && i % 4 != 3)
+            dir(names[i]);
         offs[i] = pos;
-        memcpy(dirbuf + pos, name, strlen(name) + 1);
-        pos += strlen(name) + 1;
+        memcpy(dirbuf + pos, names[i], strlen(names[i]) + 1);
+        pos += strlen(names[i]) + 1;
     }
     offs[N] = pos;
     for (int threads = 1; threads <= 3; threads++) {
         memset(t, 0, N * sizeof *t);
-        CHECK(cg_mtimes(root, dirbuf, offs, N, threads, t) == 0);
+        CHECK(cg_oldest_mtimes(&root, 1, "", dirbuf, offs, N, threads, t) == 0);
         for (int i = 0; i < N; i++) {
-            snprintf(path, sizeof path, "%s/mt%d", base, i);
-            if (i % 7 == 0) {
+            snprintf(path, sizeof path, "%s/%s", base, names[i]);
+            if (i % 7 == 0 || i % 4 == 3) {
                 CHECK(t[i] == INT64_MIN);
                 continue;
             }
@@ -154,6 +217,12 @@ static void test_mtimes_threads(int root)
             CHECK(t[i] == (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
         }
     }
+    int many[CG_MAX_MTIME_FDS + 1];
+    for (int k = 0; k <= CG_MAX_MTIME_FDS; k++)
+        many[k] = root;
+    CHECK(cg_oldest_mtimes(many, CG_MAX_MTIME_FDS + 1, "", dirbuf, offs, N, 1, t) == -EINVAL);
+    CHECK(cg_oldest_mtimes(many, CG_MAX_MTIME_FDS, "", dirbuf, offs, N, 1, t) == 0);
+    CHECK(t[1] != INT64_MIN && t[0] == INT64_MIN);
     free(dirbuf);
     free(t);
 }
@@ -393,6 +462,7 @@ int main(void)
     test_read(root);
     test_mtimes(root);
     test_mtimes_threads(root);
+    test_oldest_over_hierarchies();
     test_many_dirs_threads(root);
     test_sampler(root);
     test_writes(root, 0);

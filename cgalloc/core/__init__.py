@@ -24,8 +24,9 @@ Interface::
         # an fstat per file so plain test trees can show removal; leave it off for benches.
     root.write(relpath, value); root.mkdir(relpath); root.rmdir(relpath)
     text = root.read_text(relpath)
-    ns = mtimes(dirfd, dirs, threads=0)  # each dir's mtime in ns below an fd, None where
-                                         # stat fails; on one thread per CPU as reads are
+    ns = oldest_mtimes(dirfds, dirs, marker="", threads=0)
+        # each dir's oldest mtime in ns, of the dir and its file marker, over the fds that
+        # hold it (None where none does); on one thread per CPU as reads are
     made, error = apply_ops([(root, relpath, value_or_None_for_mkdir), ...])
         # in order until one fails (error: the WriteError write/mkdir raise, else None);
         # the C core makes them all in one call (csrc/apply_batch.c)
@@ -91,7 +92,7 @@ IMPLEMENTATION: str = _impl.IMPLEMENTATION
 Root = _impl.Root
 Sampler = _impl.Sampler
 open_root = _impl.open_root
-mtimes = _impl.mtimes
+oldest_mtimes = _impl.oldest_mtimes
 apply_ops = _impl.apply_ops
 
 __all__ = [
@@ -113,6 +114,6 @@ __all__ = [
     "Snapshot",
     "WriteError",
     "apply_ops",
-    "mtimes",
+    "oldest_mtimes",
     "open_root",
 ]

@@ -16,7 +16,7 @@ from cgalloc.core import records as r
 from cgalloc.core._cgcore import ffi, lib
 
 IMPLEMENTATION = "native"
-NO_MTIME = -(2**63)  # INT64_MIN: cg_mtimes could not stat the dir
+NO_MTIME = -(2**63)  # INT64_MIN: no fd of cg_oldest_mtimes holds the dir
 
 
 class _CSpecs:
@@ -186,15 +186,23 @@ class Root(r.RootBase):
         return ffi.unpack(buf, n).decode("utf-8", "replace")
 
 
-def mtimes(dirfd: int, dirs: Sequence[str], threads: int = 0) -> list[int | None]:
-    """Each dir's mtime in ns below ``dirfd`` (not following a last-component symlink), None
-    where it cannot be stat'ed; ValueError for a malformed dir, before any I/O. ``threads``
-    as for reads (0: one per CPU when there is enough work)."""
+def oldest_mtimes(
+    dirfds: Sequence[int], dirs: Sequence[str], marker: str = "", threads: int = 0
+) -> list[int | None]:
+    """Each dir's oldest mtime in ns over the ``dirfds`` that hold it, of the dir and of its
+    file ``marker`` ("" for none), not following a last-component symlink; None where no fd
+    holds it. ValueError for a malformed dir or marker, before any I/O. ``threads`` as for
+    reads (0: one per CPU when there is enough work)."""
+    r.check_mtime_args(dirfds, marker)
     if not dirs:
         return []
     dirbuf, offs, _keep = _pack_dirs(dirs)
+    fds = ffi.new("int[]", list(dirfds) or [-1])
     out = ffi.new("int64_t[]", len(dirs))
-    _raise_errno(lib.cg_mtimes(dirfd, dirbuf, offs, len(dirs), threads, out), "mtimes", dirs)
+    rc = lib.cg_oldest_mtimes(
+        fds, len(dirfds), marker.encode(), dirbuf, offs, len(dirs), threads, out
+    )
+    _raise_errno(rc, "mtimes", dirs)
     return [None if t == NO_MTIME else t for t in out]
 
 

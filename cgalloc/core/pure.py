@@ -341,17 +341,33 @@ def _fstype(fd: int) -> str:
     return "unknown"
 
 
-def mtimes(dirfd: int, dirs: Sequence[str], threads: int = 0) -> list[int | None]:
-    """Each dir's mtime in ns below ``dirfd`` (not following a last-component symlink), None
-    where it cannot be stat'ed; ValueError for a malformed dir, before any I/O. ``threads``
-    is accepted for the C core's interface; this one stats in turn."""
+def _mtime(dirfd: int, path: str) -> int | None:
+    try:
+        return os.stat(path or ".", dir_fd=dirfd, follow_symlinks=False).st_mtime_ns
+    except OSError:
+        return None
+
+
+def oldest_mtimes(
+    dirfds: Sequence[int], dirs: Sequence[str], marker: str = "", threads: int = 0
+) -> list[int | None]:
+    """Each dir's oldest mtime in ns over the ``dirfds`` that hold it, of the dir and of its
+    file ``marker`` ("" for none), not following a last-component symlink; None where no fd
+    holds it. ValueError for a malformed dir or marker, before any I/O. ``threads`` is
+    accepted for the C core's interface; this one stats in turn."""
+    r.check_mtime_args(dirfds, marker)
     r.check_dirs(dirs)
     out: list[int | None] = []
     for d in dirs:
-        try:
-            out.append(os.stat(d or ".", dir_fd=dirfd, follow_symlinks=False).st_mtime_ns)
-        except OSError:
-            out.append(None)
+        oldest = None
+        for fd in dirfds:
+            t = _mtime(fd, d)
+            if t is None:
+                continue  # not in this hierarchy: its marker is not either
+            m = _mtime(fd, r.join(d, marker)) if marker else None
+            t = t if m is None or t < m else m
+            oldest = t if oldest is None or t < oldest else oldest
+        out.append(oldest)
     return out
 
 

@@ -84,6 +84,18 @@ def check_dir(path: str) -> None:
             raise ValueError(f"directory {path!r}: {exc}") from None
 
 
+MAX_MTIME_FDS = 32  # csrc/cgcore.h CG_MAX_MTIME_FDS: hierarchies oldest_mtimes takes
+
+
+def check_mtime_args(dirfds: Sequence[int], marker: str) -> None:
+    """``oldest_mtimes``' hierarchies (at most :data:`MAX_MTIME_FDS`) and its marker: ""
+    (none) or one file name."""
+    if len(dirfds) > MAX_MTIME_FDS:
+        raise ValueError(f"at most {MAX_MTIME_FDS} hierarchy fds, not {len(dirfds)}")
+    if marker and ("/" in marker or "\0" in marker or marker in (".", "..")):
+        raise ValueError(f"marker {marker!r} must be one file name, without '/' or NUL")
+
+
 def check_bufsize(bufsize: int) -> None:
     if bufsize < 2:
         raise ValueError(f"bufsize must be at least 2, not {bufsize}")
