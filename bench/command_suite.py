@@ -18,11 +18,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 from bench import trees
 from bench.report import Suite, Target
-from bench.rounds import Contender, interleave
+from bench.rounds import Contender, interleave, process
 
 NODE = [
     "--capacity", "cpu=32,memory=128Gi,pid=4194304,ephemeral-storage=500Gi",
@@ -46,35 +45,6 @@ def _cgalloc() -> list[str]:
     """The console script users run, next to this interpreter; ``-m cgalloc`` without one."""
     script = os.path.join(os.path.dirname(sys.executable), "cgalloc")
     return [script] if os.path.exists(script) else [sys.executable, "-m", "cgalloc"]
-
-
-def _process(argv: list[str], stdin: str | None = None, cwd: str | None = None,
-             cpu: list | None = None):  # fmt: skip
-    """A measure: wall seconds of one process, its output thrown away; its CPU seconds (user +
-    system, from wait4) appended to ``cpu`` when given."""
-
-    def run() -> float:
-        start = time.perf_counter()
-        with open(os.devnull, "wb") as out:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.PIPE, cwd=cwd
-            )
-            if stdin:
-                proc.stdin.write(stdin.encode())
-            proc.stdin.close()
-            err = proc.stderr.read()
-            proc.stderr.close()
-            _, status, usage = os.wait4(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
-        elapsed = time.perf_counter() - start
-        if proc.returncode:
-            tail = err.decode()[-400:]
-            raise RuntimeError(f"{' '.join(argv[:3])} ... exited {proc.returncode}: {tail}")
-        if cpu is not None:
-            cpu.append(usage.ru_utime + usage.ru_stime)
-        return elapsed
-
-    return run
 
 
 def _peak_rss(argv: list[str], runs: int = 3) -> list[float]:
@@ -204,24 +174,24 @@ def _suite(case: trees.Case, floor_bin: str | None, sized: dict[int, trees.Case]
     cpu: dict[str, list] = {n: [] for n in (TYPER, KUBELET_CONFIG, STATS, FLOOR)}
     cpu |= {_sized(n): [] for n in sized}
     cs = [
-        Contender(PASS, _process([sys.executable, "-c", "pass"]), 1),
-        Contender(TYPER, _process([sys.executable, "-c", "import typer"], cpu=cpu[TYPER]), 1),
-        Contender(HELP, _process([*cgalloc, "--help"]), 1),
-        Contender(SHOW, _process([*cgalloc, "show", *NODE]), 1),
+        Contender(PASS, process([sys.executable, "-c", "pass"]), 1),
+        Contender(TYPER, process([sys.executable, "-c", "import typer"], cpu=cpu[TYPER]), 1),
+        Contender(HELP, process([*cgalloc, "--help"]), 1),
+        Contender(SHOW, process([*cgalloc, "show", *NODE]), 1),
         Contender(KUBELET_CONFIG,
-                  _process([*cgalloc, "kubelet-config", *NODE], cpu=cpu[KUBELET_CONFIG]), 1),
-        Contender(STATS, _process(stats_argv, cpu=cpu[STATS]), 1,
+                  process([*cgalloc, "kubelet-config", *NODE], cpu=cpu[KUBELET_CONFIG]), 1),
+        Contender(STATS, process(stats_argv, cpu=cpu[STATS]), 1,
                   note=f"{len(dirs)} cgroups of {case.name}"),
     ]  # fmt: skip
     for n, made in sized.items():
-        cs.append(Contender(_sized(n), _process(_stats_argv(cgalloc, made), cpu=cpu[_sized(n)]),
+        cs.append(Contender(_sized(n), process(_stats_argv(cgalloc, made), cpu=cpu[_sized(n)]),
                             1, note=f"{len(_stats_dirs(made))} cgroups"))  # fmt: skip
     if floor_bin:
         runs = []
         floor_cpu: list[float] = []
         for plan in case.plans:
             paths = [f"{d}/{s.name}" if d else s.name for d in dirs for s in plan.specs]
-            runs.append(_process([floor_bin, "cold", "1"], stdin="\n".join(paths), cwd=plan.path,
+            runs.append(process([floor_bin, "cold", "1"], stdin="\n".join(paths), cwd=plan.path,
                                  cpu=floor_cpu))  # fmt: skip
 
         def floor() -> float:

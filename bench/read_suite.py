@@ -16,7 +16,7 @@ import subprocess
 
 from bench import fdcost, naive, trees
 from bench.report import Suite, Target
-from bench.rounds import ROUNDS, Contender, idle_cores, interleave, timed
+from bench.rounds import ROUNDS, Contender, idle_cores, interleave, process, timed
 from cgalloc import stats
 from cgalloc.core.records import MAX, OK
 
@@ -229,35 +229,25 @@ def suite(case: trees.Case, floor_bin: str | None) -> Suite:
     skipped: list[str] = []
     if real and shutil.which("cgget"):
         args = _cgget_args(case, case.dirs)
-        run = lambda: subprocess.run(args, stdout=subprocess.DEVNULL, check=True)  # noqa: E731
-        cs.append(Contender(CGGET, timed(run), nfiles, slow=True))
+        cs.append(Contender(CGGET, process(args), nfiles, slow=True))
         sample = case.dirs[:50]
-        each = [_cgget_args(case, [d]) for d in sample]
-
-        def per_cgroup() -> None:
-            for a in each:
-                subprocess.run(a, stdout=subprocess.DEVNULL, check=True)
+        each = [process(_cgget_args(case, [d])) for d in sample]
 
         cs.append(
             Contender(
                 CGGET_EACH,
-                timed(per_cgroup),
+                lambda: sum(run() for run in each),
                 len(sample) * case.files_per_dir,
                 slow=True,
                 note=f"{len(sample)} cgroups, as scripts call it",
             )
         )
     if real and shutil.which("systemd-cgtop"):
-        run = lambda: subprocess.run(  # noqa: E731
-            ["systemd-cgtop", "-b", "-n", "1", "--depth=20", "-r"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            check=False,
-        )
+        run = process(["systemd-cgtop", "-b", "-n", "1", "--depth=20", "-r"], check=False)
         cs.append(
             Contender(
                 CGTOP,
-                timed(run),
+                run,
                 nfiles,
                 slow=True,
                 note="every cgroup of the host, its own file set",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,36 @@ def timed(fn: Callable[[], object]) -> Measure:
         start = time.perf_counter()
         fn()
         return time.perf_counter() - start
+
+    return run
+
+
+def process(argv: list[str], stdin: str | None = None, cwd: str | None = None,
+            cpu: list | None = None, check: bool = True) -> Measure:  # fmt: skip
+    """A measure: wall seconds of one process, its output thrown away; its CPU seconds (user +
+    system, from wait4) appended to ``cpu`` when given. A non-zero exit raises (with the end
+    of its stderr) unless ``check`` is false."""
+
+    def run() -> float:
+        start = time.perf_counter()
+        with open(os.devnull, "wb") as out:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.PIPE, cwd=cwd
+            )
+            if stdin:
+                proc.stdin.write(stdin.encode())
+            proc.stdin.close()
+            err = proc.stderr.read()
+            proc.stderr.close()
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+        elapsed = time.perf_counter() - start
+        if proc.returncode and check:
+            tail = err.decode(errors="replace")[-400:]
+            raise RuntimeError(f"{' '.join(argv[:3])} ... exited {proc.returncode}: {tail}")
+        if cpu is not None:
+            cpu.append(usage.ru_utime + usage.ru_stime)
+        return elapsed
 
     return run
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable
 
 from bench import bench_setup as bs
 from bench.report import Suite, Target
-from bench.rounds import Contender, interleave
+from bench.rounds import Contender, interleave, process, timed
 from bench.trees import build_c
 
 CGALLOC_COLD = "cgalloc setup, cold"
@@ -43,12 +42,6 @@ def _on_fresh(prepare: Callable[[bs.Node], object], timed: Callable[[object], fl
     return run
 
 
-def _wall(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def _cgalloc_rerun(node: bs.Node) -> bs.Node:
     node.cgalloc()
     return node
@@ -57,7 +50,7 @@ def _cgalloc_rerun(node: bs.Node) -> bs.Node:
 def _quiet_checked(node: bs.Node) -> float:
     """``setup --quiet`` timed; then, untimed, proof it did the whole setup: a dry run finds
     nothing left to change."""
-    seconds = _wall(node.quiet)
+    seconds = timed(node.quiet)()
     left = node.actions()
     if left:
         raise RuntimeError(f"setup --quiet left {len(left)} changes undone")
@@ -89,17 +82,17 @@ def suite(bindir: str | None = None) -> Suite:
     bindir = bindir or tempfile.mkdtemp(prefix="cgalloc-bench-bin-")
     shell = lambda node: node.shell_script()[0]  # noqa: E731
     cs = [
-        Contender(CGALLOC_COLD, _on_fresh(lambda n: n, lambda n: _wall(n.cgalloc)), bs.PODS,
+        Contender(CGALLOC_COLD, _on_fresh(lambda n: n, lambda n: timed(n.cgalloc)()), bs.PODS,
                   note="-o json: the plan and every change rendered"),
         Contender(CGALLOC_QUIET, _on_fresh(lambda n: n, _quiet_checked), bs.PODS,
                   note="no report rendered"),
         Contender(
             SHELL_COLD,
-            _on_fresh(shell, lambda s: _wall(lambda: subprocess.run(["bash", str(s)], check=True))),
+            _on_fresh(shell, lambda s: process(["bash", str(s)])()),
             bs.PODS,
         ),
         Contender(
-            CGALLOC_RERUN, _on_fresh(_cgalloc_rerun, lambda n: _wall(lambda: _zero_writes(n))),
+            CGALLOC_RERUN, _on_fresh(_cgalloc_rerun, lambda n: timed(lambda: _zero_writes(n))()),
             bs.PODS,
         ),
     ]  # fmt: skip

@@ -239,9 +239,9 @@ class LiveTree:
         return None
 
 
-def lacking(path: str, mounts: dict[str, str], live: LiveTree) -> list[str]:
-    """The hierarchy mount points in ``mounts`` without a cgroup ``path``."""
-    return [m for m in _distinct(mounts.values()) if not live.is_cgroup(m, path)]
+def lacking(path: str, each_mount: Sequence[str], live: LiveTree) -> list[str]:
+    """The mount points of ``each_mount`` (each once: ``_distinct``) without a cgroup ``path``."""
+    return [m for m in each_mount if not live.is_cgroup(m, path)]
 
 
 def _missing_error(heading: str, missing: Iterable[str]) -> HostError:
@@ -320,10 +320,12 @@ def check_targets(desired: Sequence, mounts: dict[str, str], live: LiveTree) -> 
     problems: list[str] = []
     kubepods = next((d.path for d in desired if d.role == "kubepods"), None)
     named: set[str] = set()
+    each_mount = _distinct(mounts.values())
+    longest = max(mounts.values(), key=len, default="")
     for d in desired:
         fld = FIELDS.get(d.role, d.role)
         parts = d.path.split("/")
-        bad_name = name_problem(d.path, max(mounts.values(), key=len, default=""))
+        bad_name = name_problem(d.path, longest)
         if bad_name:
             if fld not in named:  # its descendants have the same problem: say it once
                 problems.append(f"{fld}: the cgroup {_shown(d.path)} {bad_name}.")
@@ -352,7 +354,7 @@ def check_targets(desired: Sequence, mounts: dict[str, str], live: LiveTree) -> 
                 "give a cgroup beside the pods' tree, e.g. /system.slice."
             )
             continue
-        for mount in _distinct(mounts.values()):
+        for mount in each_mount:
             link = live.symlink_in(mount, parts)
             if link is not None:
                 problems.append(
@@ -450,6 +452,7 @@ def build(
     """
     root = hierarchy.root
     mounts = hierarchy_mounts(hierarchy)
+    each_mount = _distinct(mounts.values())
     live = LiveTree()
     check_targets(desired, mounts, live)
     plan = Plan(root=root, version=hierarchy.version)
@@ -461,7 +464,7 @@ def build(
             f"cgroup controller(s) {', '.join(missing_ctrl)} not available in {where} "
             f"under {root}; the node cannot be enforced."
         )
-    _require_cgroup_root(desired, mounts, live)
+    _require_cgroup_root(desired, each_mount, live)
 
     structure: list[Action] = []
     writes: list[tuple[int, Action, bool]] = []  # (depth index, action, shrinking)
@@ -485,7 +488,7 @@ def build(
             # first (with systemd they start as the parent slices, e.g. kube.slice for the
             # kubelet's /kube.slice/kube-reserved.slice)
             for anc in _ancestors(d.path)[1:]:
-                for mount in lacking(anc, mounts, live):
+                for mount in lacking(anc, each_mount, live):
                     if (mount, anc) not in created:
                         structure.append(Action("mkdir", mount, anc, cgroup=anc))
                         created.add((mount, anc))
@@ -513,7 +516,7 @@ def build(
                     )
                     subtree[key].update(want)
                     enabling.setdefault(key, set()).update(want)
-        absent = lacking(d.path, mounts, live)
+        absent = lacking(d.path, each_mount, live)
         if d.role in RESERVED_ROLES and not create_reserved:
             missing_reserved += [f"{d.role} /{d.path}: {os.path.join(m, d.path)}" for m in absent]
             absent = []
@@ -553,19 +556,19 @@ def build(
     shrink.sort(key=lambda t: (-t[0], _file_rank(t[1].file, True)))
     plan.actions = structure + [a for _, a in grow] + [a for _, a in shrink]
     plan.wanted_files = dict(final)
-    plan.wanted_dirs = {
-        (m, p) for d in desired for m in _distinct(mounts.values()) for p in _ancestors(d.path)
-    } | {(m, d.path) for d in desired for m in _distinct(mounts.values())}
+    plan.wanted_dirs = {(m, p) for d in desired for m in each_mount for p in _ancestors(d.path)} | {
+        (m, d.path) for d in desired for m in each_mount
+    }
     plan.refusals = _below_usage(plan.actions, root)
     plan.actions += _moves(desired, moves, mounts, v2, proc_root, plan.warnings)
     return plan
 
 
-def _require_cgroup_root(desired: Sequence, mounts: dict[str, str], live: LiveTree) -> None:
+def _require_cgroup_root(desired: Sequence, each_mount: Sequence[str], live: LiveTree) -> None:
     """Like the kubelet, kubepods' parent (the cgroup root) must already exist everywhere."""
     kubepods = next((d.path for d in desired if d.role == "kubepods"), None)
     root = os.path.dirname(kubepods) if kubepods else ""
-    absent = lacking(root, mounts, live) if root else []
+    absent = lacking(root, each_mount, live) if root else []
     if absent:
         raise _missing_error(
             f"{FIELDS['kubepods']} /{root} must exist, as the kubelet requires; cgalloc creates"
