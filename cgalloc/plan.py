@@ -14,12 +14,14 @@ unprivileged. The order is the safe order to apply in:
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from cgalloc import procs
+from cgalloc import core, procs
 from cgalloc.allocatable import check_enforceable, compute, cpu_sets
 from cgalloc.capacity import node_cpus, parse_cpuset
 from cgalloc.cgroupfs import (
@@ -50,6 +52,8 @@ USAGE_FILES = ("memory.current", "memory.usage_in_bytes")
 MEMORY_LIMIT_FILES = ("memory.max", "memory.limit_in_bytes")
 MEMSW_FILE = "memory.memsw.limit_in_bytes"
 READ_CHUNK = 65536
+READ_SLOT = 512  # read_many's bytes per file: a managed file's value is far shorter
+GONE = (-errno.ENOENT, -errno.ENOTDIR)  # read_file's None
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,35 @@ def read_file(mount: str, path: str, file: str) -> str | None:
     finally:
         os.close(fd)
     return data.decode("utf-8").rstrip("\n")
+
+
+def read_many(keys: Iterable[tuple[str, str, str]]) -> dict[tuple[str, str, str], str | None]:
+    """``read_file`` of many (mount, cgroup, file) at once: one core call per mount, on one
+    thread per CPU, where a setup re-run read them one by one (its files are most of its
+    syscalls). A file the call could not read (an error other than its absence, or bytes that
+    are not UTF-8) is left out, for ``read_file`` to read, or raise, as it would."""
+    out: dict[tuple[str, str, str], str | None] = {}
+    by_mount: dict[str, list[tuple[str, str]]] = {}
+    for mount, path, file in keys:
+        by_mount.setdefault(mount, []).append((path, file))
+    for mount, items in by_mount.items():
+        try:
+            fd = os.open(mount, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            got = core.read_files(fd, [cgroup_file(p, f) for p, f in items], READ_SLOT)
+        except ValueError:
+            continue  # a path the core refuses: read_file reads it
+        finally:
+            os.close(fd)
+        for (path, file), data in zip(items, got, strict=True):
+            if isinstance(data, bytes):
+                with contextlib.suppress(UnicodeDecodeError):
+                    out[(mount, path, file)] = data.decode("utf-8").rstrip("\n")
+            elif data in GONE:
+                out[(mount, path, file)] = None
+    return out
 
 
 def is_cgroup(mount: str, path: str) -> bool:
@@ -476,10 +509,23 @@ def build(
     missing_reserved: list[str] = []
     out_of_range: list[str] = []
 
-    for index, d in enumerate(desired):
-        files = [
-            (c, f, v) for c, f, v in limit_files(hierarchy, d.limits, weight_formula) if c in mounts
-        ]
+    per_cgroup = [
+        [(c, f, v) for c, f, v in limit_files(hierarchy, d.limits, weight_formula) if c in mounts]
+        for d in desired
+    ]
+    wanted = [
+        (mounts[c], d.path, f) for d, fs in zip(desired, per_cgroup, strict=True) for c, f, _ in fs
+    ]
+    if v2:
+        wanted += [(mounts["cpu"], a, "cgroup.subtree_control") for d in desired
+                   for a in _ancestors(d.path)]  # fmt: skip
+    current = read_many(k for k in dict.fromkeys(wanted) if live.is_cgroup(k[0], k[1]))
+
+    def read(mount: str, path: str, file: str) -> str | None:
+        key = (mount, path, file)
+        return current[key] if key in current else read_file(mount, path, file)
+
+    for index, (d, files) in enumerate(zip(desired, per_cgroup, strict=True)):
         out_of_range += filter(None, (_value_problem(d, f, v) for _c, f, v in files))
         for c, f, v in files:
             final[(mounts[c], d.path, f)] = v
@@ -498,7 +544,7 @@ def build(
             for anc in _ancestors(d.path):
                 key = (mounts["cpu"], anc)
                 if key not in subtree:
-                    text = None if key in created else read_file(*key, "cgroup.subtree_control")
+                    text = None if key in created else read(*key, "cgroup.subtree_control")
                     subtree[key] = set((text or "").split())
                     subtree_old[key] = text
                 want = [c for c in mounts if c not in subtree[key] and c not in delegated]
@@ -530,7 +576,7 @@ def build(
             new_dir = (mount, d.path) in created
             if new_dir and c == "cpuset" and not v2:
                 continue  # already written by the seed, right after mkdir
-            old = None if new_dir else read_file(mount, d.path, f)
+            old = None if new_dir else read(mount, d.path, f)
             if old is None and not new_dir and v2:
                 # an existing cgroup whose controller this plan enables: the file appears with
                 # the kernel's default, which is what undo must restore

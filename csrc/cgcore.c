@@ -832,9 +832,9 @@ struct parents {
     int fds[CG_MAX_MTIME_FDS]; /* per hierarchy: the parent's O_PATH fd, or -errno */
 };
 
-static void close_parents(struct parents *p, const struct mtime_job *j)
+static void close_parents(struct parents *p, int nfds)
 {
-    for (int k = 0; p->valid && p->len && k < j->nfds; k++)
+    for (int k = 0; p->valid && p->len && k < nfds; k++)
         if (p->fds[k] >= 0)
             close(p->fds[k]);
     p->valid = 0;
@@ -842,22 +842,21 @@ static void close_parents(struct parents *p, const struct mtime_job *j)
 
 /* The fds to stat dir's last component below, and that component (dir itself for a top-level
  * dir, "" for the hierarchy's own root). */
-static const char *parents_of(struct parents *p, const struct mtime_job *j, const char *dir)
+static const char *parents_of(struct parents *p, const int *dirfds, int nfds, const char *dir)
 {
     const char *slash = strrchr(dir, '/');
     size_t len = slash ? (size_t)(slash - dir) : 0;
 
     if (p->valid && p->len == len && !memcmp(p->path, dir, len))
         return slash ? slash + 1 : dir;
-    close_parents(p, j);
+    close_parents(p, nfds);
     int too_long = len >= sizeof p->path;
     len = too_long ? 0 : len;
     memcpy(p->path, dir, len);
     p->path[len] = '\0';
     p->len = len;
-    for (int k = 0; k < j->nfds; k++) {
-        int fd = len ? openat(j->dirfds[k], p->path, O_PATH | O_DIRECTORY | O_CLOEXEC)
-                     : j->dirfds[k];
+    for (int k = 0; k < nfds; k++) {
+        int fd = len ? openat(dirfds[k], p->path, O_PATH | O_DIRECTORY | O_CLOEXEC) : dirfds[k];
         p->fds[k] = too_long ? -ENAMETOOLONG : fd < 0 ? -errno : fd;
     }
     p->valid = !too_long; /* a path the kernel refuses anyway: asked again, answered again */
@@ -871,7 +870,7 @@ static void *mtime_worker(void *arg)
     char path[PATH_MAX];
 
     for (long d = j->lo; d < j->hi; d++) {
-        const char *name = parents_of(&p, j, j->dirbuf + j->offs[d]);
+        const char *name = parents_of(&p, j->dirfds, j->nfds, j->dirbuf + j->offs[d]);
         int has_marker = *j->marker && join_path(path, name, j->marker) == 0;
         int64_t oldest = INT64_MIN;
 
@@ -891,7 +890,7 @@ static void *mtime_worker(void *arg)
         }
         j->out[d] = oldest;
     }
-    close_parents(&p, j);
+    close_parents(&p, j->nfds);
     return NULL;
 }
 
@@ -925,6 +924,63 @@ int cg_oldest_mtimes(const int *dirfds, int nfds, const char *marker, const char
         jobs[t] = (struct mtime_job){dirfds, nfds, marker, dirbuf, dir_offs,
                                      cut(ndirs, t, n, 1), cut(ndirs, t + 1, n, 1), mtime_ns};
     spawn_join(jobs, sizeof jobs[0], n, mtime_worker);
+    return 0;
+}
+
+struct files_job {
+    int dirfd;
+    const char *pathbuf;
+    const size_t *offs;
+    long lo, hi;
+    char *out;
+    size_t slot;
+    long *lens;
+};
+
+static void *files_worker(void *arg)
+{
+    const struct files_job *j = arg;
+    struct parents p = {.valid = 0};
+
+    for (long i = j->lo; i < j->hi; i++) {
+        /* a cgroup's files come together: its directory is resolved once for them */
+        const char *name = parents_of(&p, &j->dirfd, 1, j->pathbuf + j->offs[i]);
+        if (p.fds[0] < 0) {
+            j->lens[i] = p.fds[0];
+            continue;
+        }
+        int fd = openat(p.fds[0], name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            j->lens[i] = -errno;
+            continue;
+        }
+        /* one read, as a cgroup file comes whole: a short one is all of it */
+        ssize_t n = read_close(fd, j->out + (size_t)i * j->slot, j->slot);
+        j->lens[i] = n < 0 ? -errno : (size_t)n == j->slot ? -EFBIG : (long)n;
+    }
+    close_parents(&p, 1);
+    return NULL;
+}
+
+int cg_read_files(int dirfd, const char *pathbuf, const size_t *path_offs, int npaths,
+                  int nthreads, char *out, size_t slot, long *lens)
+{
+    struct files_job jobs[CG_MAX_THREADS];
+
+    if (npaths < 0 || slot < 1 || (npaths > 0 && (!out || !lens)))
+        return -EINVAL;
+    if (check_dirs(pathbuf, path_offs, npaths) < 0)
+        return -EINVAL;
+    for (int i = 0; i < npaths; i++)
+        if (!pathbuf[path_offs[i]])
+            return -EINVAL; /* "" names the directory itself, not a file */
+    if (npaths == 0)
+        return 0;
+    int n = pick_threads(nthreads, npaths);
+    for (int t = 0; t < n; t++)
+        jobs[t] = (struct files_job){dirfd, pathbuf, path_offs, cut(npaths, t, n, 1),
+                                     cut(npaths, t + 1, n, 1), out, slot, lens};
+    spawn_join(jobs, sizeof jobs[0], n, files_worker);
     return 0;
 }
 

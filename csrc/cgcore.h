@@ -69,6 +69,13 @@ int cg_read(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
 int cg_oldest_mtimes(const int *dirfds, int nfds, const char *marker, const char *dirbuf,
                      const size_t *dir_offs, int ndirs, int nthreads, int64_t *mtime_ns);
 
+/* Each file (relative paths packed as dirs are for cg_read, resolved below dirfd as openat
+ * does) read with one read() into its slot of out (slot bytes each, file i at i * slot):
+ * lens[i] is its length, or -errno (-EFBIG when it fills the slot). nthreads as for cg_read.
+ * Returns 0, or -EINVAL before any I/O if a path is malformed or empty, or slot is 0. */
+int cg_read_files(int dirfd, const char *pathbuf, const size_t *path_offs, int npaths,
+                  int nthreads, char *out, size_t slot, long *lens);
+
 /* Persistent sampler: by default keeps one fd per (dir, file) and re-reads with pread (see
  * cg_sampler_set_policy for keeping fewer). check_nlink:
  * also treat a file whose link count fell to 0 as vanished (for non-cgroupfs test trees,

@@ -175,6 +175,67 @@ static void test_oldest_over_hierarchies(void)
     close(h2);
 }
 
+/* names packed as the core takes paths: NUL-separated in buf, offs[i] where each starts */
+static void pack(int n, char names[][32], char *buf, size_t *offs)
+{
+    size_t pos = 0;
+
+    for (int i = 0; i < n; i++) {
+        offs[i] = pos;
+        memcpy(buf + pos, names[i], strlen(names[i]) + 1);
+        pos += strlen(names[i]) + 1;
+    }
+    offs[n] = pos;
+}
+
+/* Files below parents that change at every file and at thread cuts, a missing one, one
+ * that fills its slot, and malformed arguments refused before any read. */
+static void test_read_files(int root)
+{
+    enum { N = 61, SLOT = 16 };
+    char *buf = calloc(N, 32);
+    char *out = calloc(N, SLOT);
+    long *lens = calloc(N, sizeof *lens);
+    size_t offs[N + 1];
+    char names[N][32];
+
+    dir("rf");
+    dir("rf/q0");
+    dir("rf/q1");
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "rf/q%d/f%d", i % 3, i);
+        if (i % 3 != 2 && i % 5)
+            put(names[i], i % 11 == 1 ? "0123456789abcdef" : names[i]);
+    }
+    pack(N, names, buf, offs);
+    for (int threads = 1; threads <= 3; threads++) {
+        memset(lens, 0, N * sizeof *lens);
+        CHECK(cg_read_files(root, buf, offs, N, threads, out, SLOT, lens) == 0);
+        for (int i = 0; i < N; i++) {
+            if (i % 3 == 2 || i % 5 == 0)
+                CHECK(lens[i] == -ENOENT); /* q2 does not exist; f0, f5, ... were not made */
+            else if (i % 11 == 1)
+                CHECK(lens[i] == -EFBIG);
+            else
+                CHECK(lens[i] == (long)strlen(names[i]) &&
+                      !memcmp(out + (size_t)i * SLOT, names[i], (size_t)lens[i]));
+        }
+    }
+    const char bad[] = "rf/q0/f1\0..";
+    const size_t ob[] = {0, 9, 12};
+    const char empty[] = "rf/q0/f1\0";
+    const size_t oe[] = {0, 9, 10};
+    CHECK(cg_read_files(root, bad, ob, 2, 1, out, SLOT, lens) == -EINVAL);
+    CHECK(cg_read_files(root, empty, oe, 2, 1, out, SLOT, lens) == -EINVAL);
+    CHECK(cg_read_files(root, buf, offs, N, 1, out, 0, lens) == -EINVAL);
+    CHECK(cg_read_files(root, buf, offs, -1, 1, out, SLOT, lens) == -EINVAL);
+    CHECK(cg_read_files(root, buf, offs, N, 1, NULL, SLOT, lens) == -EINVAL);
+    CHECK(cg_read_files(root, buf, offs, 0, 1, out, SLOT, lens) == 0);
+    free(buf);
+    free(out);
+    free(lens);
+}
+
 /* Many dirs over 1, 2 and 3 threads (shares cut at uneven places): every one the same mtime
  * as stat gives, and the missing ones INT64_MIN wherever the cut falls. The first half are
  * top-level; the rest below three parents in turn (and one parent that does not exist), so
@@ -182,12 +243,12 @@ static void test_oldest_over_hierarchies(void)
 static void test_mtimes_threads(int root)
 {
     enum { N = 301 };
-    char *dirbuf = calloc(N, 24);
-    size_t offs[N + 1], pos = 0;
+    char *dirbuf = calloc(N, 32);
+    size_t offs[N + 1];
     int64_t *t = calloc(N, sizeof *t);
     struct stat sb;
     char path[512];
-    char names[N][24];
+    char names[N][32];
 
     dir("mq0");
     dir("mq1");
@@ -199,11 +260,8 @@ static void test_mtimes_threads(int root)
             snprintf(names[i], sizeof names[i], "mq%d/mt%d", i % 4, i);
         if (i % 7 && i % 4 != 3)
             dir(names[i]);
-        offs[i] = pos;
-        memcpy(dirbuf + pos, names[i], strlen(names[i]) + 1);
-        pos += strlen(names[i]) + 1;
     }
-    offs[N] = pos;
+    pack(N, names, dirbuf, offs);
     for (int threads = 1; threads <= 3; threads++) {
         memset(t, 0, N * sizeof *t);
         CHECK(cg_oldest_mtimes(&root, 1, "", dirbuf, offs, N, threads, t) == 0);
@@ -230,8 +288,8 @@ static void test_mtimes_threads(int root)
 static void test_many_dirs_threads(int root)
 {
     enum { N = 200 };
-    char names[N][16], *dirbuf = calloc(N, 16);
-    size_t offs[N + 1], pos = 0;
+    char names[N][32], *dirbuf = calloc(N, 32);
+    size_t offs[N + 1];
     uint64_t *v = calloc(N * CPD, sizeof *v);
     uint8_t *st = calloc(N * CPD, 1);
 
@@ -242,11 +300,8 @@ static void test_many_dirs_threads(int root)
         snprintf(rel, sizeof rel, "p%d/memory.max", i);
         snprintf(text, sizeof text, "%d\n", i * 3);
         put(rel, text);
-        offs[i] = pos;
-        memcpy(dirbuf + pos, names[i], strlen(names[i]) + 1);
-        pos += strlen(names[i]) + 1;
     }
-    offs[N] = pos;
+    pack(N, names, dirbuf, offs);
     CHECK(cg_read(root, dirbuf, offs, N, SPECS, NSPECS, 65536, 4, v, st) == 0);
     for (int i = 0; i < N; i++)
         CHECK(st[i * CPD] == CG_OK && v[i * CPD] == (uint64_t)i * 3);
@@ -463,6 +518,7 @@ int main(void)
     test_mtimes(root);
     test_mtimes_threads(root);
     test_oldest_over_hierarchies();
+    test_read_files(root);
     test_many_dirs_threads(root);
     test_sampler(root);
     test_writes(root, 0);

@@ -247,3 +247,35 @@ def test_dry_run_on_absent_controllers_is_a_host_error(tmp_path):
     h = fake_h(root, tmp_path)
     with pytest.raises(HostError, match=r"controller\(s\) memory, pids not available"):
         plan.build(h, _desired(), limit_files)
+
+
+def test_read_many_answers_as_read_file_does_and_leaves_the_rest_to_it(tmp_path):
+    """One core call per mount: a file's text without its newline, None where it or its
+    cgroup is missing; what the call cannot answer as read_file would (a value longer than
+    its slot, bytes that are not UTF-8) is left out, for read_file to read or refuse."""
+    root, _ = fake_hierarchy(tmp_path, "v2")
+    (root / "kubepods").mkdir()
+    _write(root / "kubepods" / "memory.max", "max")
+    _write(root / "kubepods" / "cpuset.cpus", ",".join(str(c) for c in range(0, 400, 2)))
+    (root / "kubepods" / "cpu.max").write_bytes(b"\xff\xfe\n")
+    (root / "kubepods" / "pids.max").write_text("")
+    keys = [(str(root), "kubepods", f) for f in
+            ("memory.max", "cpuset.cpus", "cpu.max", "pids.max", "gone")]  # fmt: skip
+    keys.append((str(root), "kubepods/gone", "memory.max"))
+    keys.append((str(tmp_path / "no-such-mount"), "kubepods", "memory.max"))
+    got = plan.read_many(keys)
+    assert got == {keys[0]: "max", keys[3]: "", keys[4]: None, keys[5]: None}
+    assert plan.read_file(*keys[1]) == (root / "kubepods" / "cpuset.cpus").read_text().rstrip()
+    with pytest.raises(UnicodeDecodeError):
+        plan.read_file(*keys[2])
+
+
+def test_a_value_longer_than_the_bulk_read_is_planned_from_all_of_it(tmp_path):
+    """build reads the live files in bulk; one longer than the bulk slot is read whole by
+    read_file, so the plan's old value (what undo restores) is the file's, not a cut one."""
+    root, h = _existing_v2(tmp_path, 400 * MI, 300 * MI)
+    long = "0" * (plan.READ_SLOT + 100) + str(500 * MI)  # leading zeros: the same number
+    _write(root / "kubepods" / "memory.max", long)
+    desired = [DesiredCgroup("kubepods", "kubepods", Limits(memory=600 * MI))]
+    [write] = [a for a in plan.build(h, desired, limit_files).actions if a.kind == "write"]
+    assert (write.file, write.old, write.new) == ("memory.max", long, str(600 * MI))

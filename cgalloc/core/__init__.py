@@ -27,6 +27,8 @@ Interface::
     ns = oldest_mtimes(dirfds, dirs, marker="", threads=0)
         # each dir's oldest mtime in ns, of the dir and its file marker, over the fds that
         # hold it (None where none does); on one thread per CPU as reads are
+    got = read_files(dirfd, paths, slot=512, threads=0)
+        # each file below an fd with one read: its bytes, or -errno (-EFBIG past the slot)
     made, error = apply_ops([(root, relpath, value_or_None_for_mkdir), ...])
         # in order until one fails (error: the WriteError write/mkdir raise, else None);
         # the C core makes them all in one call (csrc/apply_batch.c)
@@ -93,6 +95,7 @@ Root = _impl.Root
 Sampler = _impl.Sampler
 open_root = _impl.open_root
 oldest_mtimes = _impl.oldest_mtimes
+read_files = _impl.read_files
 apply_ops = _impl.apply_ops
 
 __all__ = [
@@ -116,4 +119,5 @@ __all__ = [
     "apply_ops",
     "oldest_mtimes",
     "open_root",
+    "read_files",
 ]

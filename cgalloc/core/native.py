@@ -206,6 +206,27 @@ def oldest_mtimes(
     return [None if t == NO_MTIME else t for t in out]
 
 
+def read_files(
+    dirfd: int, paths: Sequence[str], slot: int = 512, threads: int = 0
+) -> list[bytes | int]:
+    """Each file below ``dirfd`` (resolved as openat does) with one read of ``slot`` bytes:
+    its content, or -errno (-EFBIG when it fills the slot). ValueError for a malformed path,
+    before any I/O. ``threads`` as for reads."""
+    if slot < 1:
+        r.check_files(paths, slot)
+    if not paths:
+        return []
+    buf, offs, _keep = _pack_dirs(paths)
+    out = ffi.new("char[]", slot * len(paths))
+    lens = ffi.new("long[]", len(paths))
+    rc = lib.cg_read_files(dirfd, buf, offs, len(paths), threads, out, slot, lens)
+    if rc == -errno.EINVAL:
+        r.check_files(paths, slot)
+    _raise_errno(rc, "read files")
+    data = ffi.buffer(out)
+    return [data[i * slot : i * slot + n] if n >= 0 else n for i, n in enumerate(lens)]
+
+
 def open_root(path: str, allow_any_fs: bool = False, force_walk: bool = False) -> Root:
     """Open ``path`` as a cgroup root; refuse it unless statfs says cgroup or cgroup2.
 

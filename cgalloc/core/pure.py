@@ -371,6 +371,31 @@ def oldest_mtimes(
     return out
 
 
+def read_files(
+    dirfd: int, paths: Sequence[str], slot: int = 512, threads: int = 0
+) -> list[bytes | int]:
+    """Each file below ``dirfd`` (resolved as openat does) with one read of ``slot`` bytes:
+    its content, or -errno (-EFBIG when it fills the slot). ValueError for a malformed path,
+    before any I/O. ``threads`` is accepted for the C core's interface; this one reads in
+    turn."""
+    r.check_files(paths, slot)
+    out: list[bytes | int] = []
+    for p in paths:
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dirfd)
+        except OSError as exc:
+            out.append(-exc.errno)
+            continue
+        try:
+            data = os.read(fd, slot)
+            out.append(-errno.EFBIG if len(data) == slot else data)
+        except OSError as exc:
+            out.append(-exc.errno)
+        finally:
+            os.close(fd)
+    return out
+
+
 def open_root(path: str, allow_any_fs: bool = False, force_walk: bool = False) -> Root:
     """Open ``path`` as a cgroup root; refuse it unless it is a cgroup or cgroup2 mount.
 

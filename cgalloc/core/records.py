@@ -130,6 +130,18 @@ def check_dirs(dirs: Sequence[str]) -> None:
             check_dir(d)
 
 
+def check_files(paths: Sequence[str], slot: int) -> None:
+    """``read_files``' arguments: relative file paths (no "", '.', '..' or empty component)
+    and a slot of at least one byte."""
+    if slot < 1:
+        raise ValueError(f"slot must be at least 1 byte, not {slot}")
+    for p in paths:
+        try:
+            check_relpath(p)
+        except ValueError as exc:
+            raise ValueError(f"file {p!r}: {exc}") from None
+
+
 def cell_offsets(specs: Sequence[FileSpec]) -> tuple[list[int], int]:
     """First cell of each spec within a directory, and the cells per directory."""
     offs, total = [], 0
