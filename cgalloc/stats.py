@@ -272,7 +272,8 @@ def open_hierarchy(path: str) -> tuple[Hierarchy, bool]:
         return plain, True
 
 
-# fds kept free beyond the sampler's: Python, the roots, output, and the reads' own opens
+# fds kept free beyond the sampler's: Python, the roots, output, the reads' own opens and
+# start times' parent dirs (when none is free, start times stat whole paths instead)
 FD_RESERVE = 64
 
 

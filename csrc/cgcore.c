@@ -829,38 +829,51 @@ struct parents {
     char path[PATH_MAX]; /* the parent the fds are for; "" = the hierarchies' own fds */
     size_t len;
     int valid;
-    int fds[CG_MAX_MTIME_FDS]; /* per hierarchy: the parent's O_PATH fd, or -errno */
+    int fds[CG_MAX_MTIME_FDS];   /* per hierarchy: the fd to resolve below */
+    int errs[CG_MAX_MTIME_FDS];  /* per hierarchy: 0, or why the parent is not there */
+    int whole[CG_MAX_MTIME_FDS]; /* per hierarchy: no fd to spare, fds[k] is the hierarchy's
+                                  * own and the whole path is resolved below it */
 };
 
 static void close_parents(struct parents *p, int nfds)
 {
     for (int k = 0; p->valid && p->len && k < nfds; k++)
-        if (p->fds[k] >= 0)
+        if (!p->errs[k] && !p->whole[k])
             close(p->fds[k]);
     p->valid = 0;
 }
 
-/* The fds to stat dir's last component below, and that component (dir itself for a top-level
- * dir, "" for the hierarchy's own root). */
+/* Fills p for dir's parent (kept from the dir before when it is the same) and returns dir's
+ * last component: the path to resolve below p->fds[k], or, where p->whole[k], dir itself. */
 static const char *parents_of(struct parents *p, const int *dirfds, int nfds, const char *dir)
 {
     const char *slash = strrchr(dir, '/');
     size_t len = slash ? (size_t)(slash - dir) : 0;
+    const char *name = slash ? slash + 1 : dir;
 
     if (p->valid && p->len == len && !memcmp(p->path, dir, len))
-        return slash ? slash + 1 : dir;
+        return name;
     close_parents(p, nfds);
     int too_long = len >= sizeof p->path;
-    len = too_long ? 0 : len;
-    memcpy(p->path, dir, len);
-    p->path[len] = '\0';
-    p->len = len;
+    p->len = too_long ? 0 : len;
+    memcpy(p->path, dir, p->len);
+    p->path[p->len] = '\0';
     for (int k = 0; k < nfds; k++) {
-        int fd = len ? openat(dirfds[k], p->path, O_PATH | O_DIRECTORY | O_CLOEXEC) : dirfds[k];
-        p->fds[k] = too_long ? -ENAMETOOLONG : fd < 0 ? -errno : fd;
+        p->fds[k] = dirfds[k];
+        p->errs[k] = too_long ? ENAMETOOLONG : 0;
+        p->whole[k] = 0;
+        if (too_long || !p->len)
+            continue;
+        int fd = openat(dirfds[k], p->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0)
+            p->fds[k] = fd;
+        else if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
+            p->whole[k] = 1; /* out of fds (a sampler may hold most): resolve as before */
+        else
+            p->errs[k] = errno;
     }
     p->valid = !too_long; /* a path the kernel refuses anyway: asked again, answered again */
-    return slash ? slash + 1 : dir;
+    return name;
 }
 
 static void *mtime_worker(void *arg)
@@ -870,17 +883,18 @@ static void *mtime_worker(void *arg)
     char path[PATH_MAX];
 
     for (long d = j->lo; d < j->hi; d++) {
-        const char *name = parents_of(&p, j->dirfds, j->nfds, j->dirbuf + j->offs[d]);
-        int has_marker = *j->marker && join_path(path, name, j->marker) == 0;
+        const char *dir = j->dirbuf + j->offs[d];
+        const char *name = parents_of(&p, j->dirfds, j->nfds, dir);
         int64_t oldest = INT64_MIN;
 
         for (int k = 0; k < j->nfds; k++) {
-            if (p.fds[k] < 0)
+            if (p.errs[k])
                 continue; /* its parent is not in this hierarchy: neither is it */
-            int64_t t = mtime_at(p.fds[k], name);
+            const char *rel = p.whole[k] ? dir : name;
+            int64_t t = mtime_at(p.fds[k], rel);
             if (t == INT64_MIN)
                 continue; /* not in this hierarchy: its marker is not either */
-            if (has_marker) {
+            if (*j->marker && join_path(path, rel, j->marker) == 0) {
                 int64_t m = mtime_at(p.fds[k], path);
                 if (m != INT64_MIN && m < t)
                     t = m;
@@ -944,12 +958,17 @@ static void *files_worker(void *arg)
 
     for (long i = j->lo; i < j->hi; i++) {
         /* a cgroup's files come together: its directory is resolved once for them */
-        const char *name = parents_of(&p, &j->dirfd, 1, j->pathbuf + j->offs[i]);
-        if (p.fds[0] < 0) {
-            j->lens[i] = p.fds[0];
+        const char *file = j->pathbuf + j->offs[i];
+        const char *name = parents_of(&p, &j->dirfd, 1, file);
+        if (p.errs[0]) {
+            j->lens[i] = -p.errs[0];
             continue;
         }
-        int fd = openat(p.fds[0], name, O_RDONLY | O_CLOEXEC);
+        int fd = openat(p.fds[0], p.whole[0] ? file : name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE) && p.len && !p.whole[0]) {
+            close_parents(&p, 1); /* the parent holds the fd the file needs: resolve whole */
+            fd = openat(j->dirfd, file, O_RDONLY | O_CLOEXEC);
+        }
         if (fd < 0) {
             j->lens[i] = -errno;
             continue;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -234,6 +235,47 @@ static void test_read_files(int root)
     free(buf);
     free(out);
     free(lens);
+}
+
+/* With no fd to spare for a parent (a sampler may hold most of them), each path is resolved
+ * whole below the hierarchy's fd, as before parents were kept: the same answers, not
+ * "absent". Also the marker next to a missing dir is not taken. */
+static void test_parents_without_fds(int root)
+{
+    const char dirbuf[] = "h1/pa\0h2/pa\0h2/gone";
+    const size_t offs[] = {0, 6, 12, 20};
+    const char files[] = "h1/pa/marker\0h2/pb/nofile";
+    const size_t foffs[] = {0, 13, 26};
+    int64_t t[3];
+    long lens[2];
+    char out[2 * 16];
+    int fill[1024], nfill = 0;
+    struct rlimit old, low;
+
+    set_mtime("h2/pa", 250);
+    CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+    low = old;
+    low.rlim_cur = 256;
+    CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    while (nfill < 1024) {
+        int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            break;
+        fill[nfill++] = fd;
+    }
+    CHECK(errno == EMFILE);
+    /* no fd free: the stats need none; a file read cannot be had */
+    CHECK(cg_oldest_mtimes(&root, 1, "marker", dirbuf, offs, 3, 1, t) == 0);
+    CHECK(cg_read_files(root, files, foffs, 2, 1, out, 16, lens) == 0);
+    CHECK(lens[0] == -EMFILE && lens[1] == -EMFILE);
+    /* one fd free: the parent must not keep the one the file needs */
+    close(fill[--nfill]);
+    CHECK(cg_read_files(root, files, foffs, 2, 1, out, 16, lens) == 0);
+    while (nfill)
+        close(fill[--nfill]);
+    CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
+    CHECK(t[0] == 300000000000LL && t[1] == 250000000000LL && t[2] == INT64_MIN);
+    CHECK(lens[0] == 2 && !memcmp(out, "0\n", 2) && lens[1] == -ENOENT);
 }
 
 /* Many dirs over 1, 2 and 3 threads (shares cut at uneven places): every one the same mtime
@@ -518,6 +560,7 @@ int main(void)
     test_mtimes(root);
     test_mtimes_threads(root);
     test_oldest_over_hierarchies();
+    test_parents_without_fds(root);
     test_read_files(root);
     test_many_dirs_threads(root);
     test_sampler(root);

@@ -92,8 +92,12 @@ def check_mtime_args(dirfds: Sequence[int], marker: str) -> None:
     (none) or one file name."""
     if len(dirfds) > MAX_MTIME_FDS:
         raise ValueError(f"at most {MAX_MTIME_FDS} hierarchy fds, not {len(dirfds)}")
-    if marker and ("/" in marker or "\0" in marker or marker in (".", "..")):
-        raise ValueError(f"marker {marker!r} must be one file name, without '/' or NUL")
+    if marker and (
+        "/" in marker or "\0" in marker or marker in (".", "..") or len(marker.encode()) > 255
+    ):
+        raise ValueError(
+            f"marker {marker!r} must be one file name (at most 255 bytes), without '/' or NUL"
+        )
 
 
 def check_bufsize(bufsize: int) -> None:

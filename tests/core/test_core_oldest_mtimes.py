@@ -70,10 +70,14 @@ def test_a_marker_found_outside_its_dir_is_not_taken(impl, tmp_path):
     the cgroup path it found)."""
     (tmp_path / "cpu/pod").mkdir(parents=True)
     (tmp_path / "memory").mkdir()
+    (tmp_path / "memory/cgroup.events").write_text("populated 0\n")  # the parent's own
+    (tmp_path / "cpu/cgroup.events").write_text("populated 0\n")
+    for older in ("memory/cgroup.events", "cpu/cgroup.events"):
+        _at(tmp_path / older, 100)
     _at(tmp_path / "cpu/pod", 500)
     with ExitStack() as stack:
         fds = _fds(stack, tmp_path / "cpu", tmp_path / "memory")
-        assert impl.oldest_mtimes(fds, ["pod"], "cgroup.events") == [500]
+        assert impl.oldest_mtimes(fds, ["pod", "gone"], "cgroup.events") == [500, None]
 
 
 def test_a_symlinked_dir_is_the_link_not_its_target(impl, tree):
@@ -90,7 +94,7 @@ def test_a_malformed_dir_is_refused_before_any_stat(impl, tree, bad):
         impl.oldest_mtimes(_fds(stack, tree), ["kubepods", bad])
 
 
-@pytest.mark.parametrize("bad", ["a/b", "..", ".", "x\0y"])
+@pytest.mark.parametrize("bad", ["a/b", "..", ".", "x\0y", "m" * 256])
 def test_a_malformed_marker_is_refused_before_any_stat(impl, tree, bad):
     with ExitStack() as stack, pytest.raises(ValueError, match="marker"):
         impl.oldest_mtimes(_fds(stack, tree), ["kubepods"], bad)
