@@ -2,7 +2,9 @@
 
 Every change is journaled before it is made (see :mod:`cgalloc.ownership`). If one fails,
 the changes already made are undone in reverse — values restored, processes moved back,
-controllers disabled, created cgroups removed deepest first — and the error says so.
+controllers disabled, created cgroups removed deepest first — and the error says so. SIGINT,
+SIGTERM and SIGHUP while the changes are made lead to the same rollback (:class:`SignalGuard`):
+the handler only records the signal, and the apply loop acts on it between two core calls.
 
 The commands run with :data:`SWITCHES`, all off. Nothing in the installed tool (no
 environment variable, no option) changes them: the test suite replaces them in-process to drive
@@ -14,9 +16,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from cgalloc import core
 from cgalloc.cgroupfs import cgroup_file
@@ -70,6 +74,62 @@ def switches() -> TestSwitches:
     return SWITCHES
 
 
+# The signals that stop setup with a rollback: Ctrl-C, a service manager's stop, a closed
+# terminal. SIGKILL cannot be handled: the journal covers it (the next run folds it in).
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def signal_name(signo: int) -> str:
+    return signal.Signals(signo).name
+
+
+class Interrupted(CgallocError):
+    """Setup stopped on a signal; the command exits 128 + its number, as a shell reports a
+    process a signal ended."""
+
+    def __init__(self, signo: int, message: str):
+        super().__init__(message)
+        self.signo = signo
+        self.exit_code = 128 + signo
+
+
+class SignalGuard:
+    """While entered, SIGINT, SIGTERM and SIGHUP are only recorded in ``received`` (in the
+    order they came), never raised: an exception raised asynchronously between a core call and
+    the bookkeeping of what it made would lose track of changes made. :func:`apply` and
+    :func:`converge` look at ``received`` between changes; the rollback ignores it, so later
+    signals cannot cut it short. Installed only in the main thread (the only one Python
+    delivers signals to) and not over a signal that is ignored (``nohup``, a background job of
+    a non-interactive shell: it stays ignored); the previous handlers are back on exit."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self._previous: dict[int, object] = {}
+
+    @property
+    def signo(self) -> int | None:
+        """The first signal received, the one the command answers to."""
+        return self.received[0] if self.received else None
+
+    def _record(self, signo: int, _frame: object) -> None:
+        self.received.append(signo)  # nothing else: see the class docstring
+
+    def __enter__(self) -> SignalGuard:
+        if threading.current_thread() is threading.main_thread():
+            for signo in SIGNALS:
+                previous = signal.getsignal(signo)
+                # SIG_IGN stays; None: a handler set outside Python, which could not be put back
+                if previous is not signal.SIG_IGN and previous is not None:
+                    self._previous[signo] = previous
+                    signal.signal(signo, self._record)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        while self._previous:
+            signo, previous = self._previous.popitem()
+            signal.signal(signo, previous)
+
+
 @dataclass
 class Result:
     """What a run changed; ``done`` lists the actions made, in order."""
@@ -77,6 +137,7 @@ class Result:
     root: str
     done: list[Action] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)  # teardown: what it left, and why
+    left: int = 0  # converge: the changes a signal left for the next run (still recorded)
 
     @property
     def writes(self) -> int:
@@ -184,13 +245,29 @@ def apply(
     switches: TestSwitches = TestSwitches(),
     units: SystemdUnits | None = None,
     on_done: Callable[[Action], None] | None = None,
+    signals: SignalGuard | None = None,
 ) -> Result:
     """Make every action of ``plan``; on the first failure undo them all and raise.
 
     The caller holds ``state``'s lock and built ``plan`` under it. ``record`` is updated and
     saved on success. With ``units`` (systemd driver, systemd as PID 1) new slices are started
     as transient units and existing units get the limits as properties before the writes.
+
+    A signal of :data:`SIGNALS` before the last change is made undoes them all like a failure
+    and raises :class:`Interrupted`; one after it leaves the run to complete (the changes are
+    recorded). ``signals`` is the caller's guard (setup keeps it over converge too, and acts on
+    a late signal itself); without one, apply guards itself and re-raises a late signal to the
+    previous handler once it is back, as if the signal had come just after apply returned.
     """
+    if signals is None:
+        with SignalGuard() as own:
+            result = apply(
+                plan, state, record, roots=roots, switches=switches, units=units,
+                on_done=on_done, signals=own,
+            )  # fmt: skip
+        if own.signo is not None:
+            signal.raise_signal(own.signo)
+        return result
     roots = roots or Roots(allow_any_fs=switches.allow_any_fs)
     result = Result(plan.root)
     created: set[tuple[str, str]] = set()
@@ -207,16 +284,24 @@ def apply(
         ) from exc
 
     def done(a: Action) -> None:
+        nonlocal on_done
         if a.kind == "mkdir":
             created.add((a.mount, a.path))
         result.done.append(a)
         if on_done is not None:  # progress for the command line
-            on_done(a)
+            try:
+                on_done(a)
+            except OSError:  # stderr gone (a hung-up terminal: EIO): no more progress lines
+                on_done = None
 
     # Without per-change hooks (a fake kernel, systemd units) the changes between process
     # moves go to the core in batches: one C call per batch instead of one per change.
     batched = switches.kernel is None and units is None
     for run in _runs(plan.actions, batched):
+        # Between core calls only: every change made so far is in result.done. A batch is at
+        # most BATCH changes, so a signal is acted on within that many.
+        if signals.signo is not None:
+            _interrupt(state, record, result, created, roots, switches, units, signals.signo)
         if batched and run[0].kind != "move":
             made, exc = _batch(roots, run)
             for a in run[:made]:
@@ -238,6 +323,8 @@ def apply(
                 state, record, result, created, roots, switches, units, exc, a.describe(plan.root)
             )
         done(a)
+    # Every change is made: a signal from here on does not undo a complete setup; the record
+    # is saved and the caller answers the signal (see the docstring).
     try:
         state.save(_fold(record, result.done))
     except OSError as exc:
@@ -290,9 +377,24 @@ def _entry(a: Action) -> dict:
     return journal_entry(a.kind, a.mount, a.path, a.file, a.old, controllers)
 
 
-def _fail(state, record, result, created, roots, switches, units, exc, what: str) -> None:
+def _fail(state, record, result, created, roots, switches, units, exc, what: str) -> NoReturn:
     """Undo what the run did after ``what`` failed with ``exc``, and raise saying so."""
     failed = f"{what} failed: {_reason(exc)}"
+    _abort(state, record, result, created, roots, switches, units, failed, CgallocError, exc)
+
+
+def _interrupt(state, record, result, created, roots, switches, units, signo: int) -> NoReturn:
+    """Undo what the run did, as :func:`_fail` does, because signal ``signo`` came; raise
+    :class:`Interrupted` (exit 128 + signo). The guard is still in place: a signal during the
+    rollback is recorded and ignored."""
+    why = f"setup interrupted by {signal_name(signo)}"
+    error = lambda message: Interrupted(signo, message)  # noqa: E731
+    _abort(state, record, result, created, roots, switches, units, why, error, None)
+
+
+def _abort(state, record, result, created, roots, switches, units, why, error, exc) -> NoReturn:
+    """Undo ``result.done`` in reverse; then discard the journal and raise ``error`` saying
+    the node is as it was, or (some undo failed) save what is still changed and say what."""
     done = result.done
     problems = _rollback(roots, done, switches.kernel, created, result.root, units)
     if problems:
@@ -301,13 +403,13 @@ def _fail(state, record, result, created, roots, switches, units, exc, what: str
             kept = "the record of what cgalloc changed keeps these for teardown."
         except OSError:
             kept = f"the journal in {state.path} keeps these for teardown."
-        raise CgallocError(
-            "\n".join([failed, "rollback was incomplete; still changed:", *problems, kept])
+        raise error(
+            "\n".join([why, "rollback was incomplete; still changed:", *problems, kept])
         ) from exc
     with contextlib.suppress(OSError):
         state.discard_journal()
-    raise CgallocError(
-        f"{failed}; all {len(done)} earlier changes were undone, the node is as it was."
+    raise error(
+        f"{why}; all {len(done)} earlier changes were undone, the node is as it was."
     ) from exc
 
 
@@ -583,12 +685,16 @@ def converge(
     systemd: Systemd | None = None,
     units: UnitRecord | None = None,
     stale_u: UnitRecord | None = None,
+    signals: SignalGuard | None = None,
 ) -> Result:
     """After a successful apply, make ``plan.undo`` (:func:`plan_undo`): undo what cgalloc did
     that the inputs no longer want (restore values, reset the files of its own cgroups,
     restore unit properties, stop the units it started, remove the cgroups it made). What
     cannot be undone yet (a cgroup with processes, a failed write) stays in the records and is
-    listed in ``Result.kept``; ``stale`` is left holding what was undone."""
+    listed in ``Result.kept``; ``stale`` is left holding what was undone. Once ``signals``
+    has received a signal, the changes not yet made stay in the records too (counted in
+    ``Result.left``): each undo stands alone, so stopping between two leaves a recorded tree
+    a later run finishes."""
     root = plan.root
     check_managed(root, stale)
     roots = roots or Roots(allow_any_fs=switches.allow_any_fs)
@@ -596,7 +702,12 @@ def converge(
     kept = Record()
     v2 = plan.version == "v2"
     client = systemd or Systemd()  # connects on its first call only
-    for a in plan.undo:
+    for i, a in enumerate(plan.undo):
+        if signals is not None and signals.signo is not None:
+            for rest in plan.undo[i:]:
+                _keep_undo(kept, stale, rest)
+            result.left = len(plan.undo) - i
+            break
         try:
             if a.kind == "restore":
                 _write(roots, a.mount, cgroup_file(a.path, a.file), a.new or "\n", switches.kernel)
@@ -622,13 +733,7 @@ def converge(
                 roots[a.mount].rmdir(a.path)
         except (OSError, SystemdError) as exc:
             result.kept.append(f"{a.describe(root)}: failed: {_reason(exc)}")
-            if a.kind == "restore":
-                key = (a.mount, a.path, a.file)
-                if key in stale.changed:
-                    kept.changed[key] = stale.changed[key]
-                kept.written.update({key} & stale.written)
-            elif a.kind in ("stop", "rmdir"):
-                _keep_cgroup(kept, stale, a.path)
+            _keep_undo(kept, stale, a)
             continue
         result.done.append(a)
     stale.forget(kept)
@@ -636,6 +741,18 @@ def converge(
     if not stale.is_empty():
         state.save(record)
     return result
+
+
+def _keep_undo(kept: Record, stale: Record, a: Action) -> None:
+    """Keep what undo action ``a`` (not made) is about in the record for a later run. A unit's
+    properties stay recorded until :func:`_restore_unit` puts them back."""
+    if a.kind == "restore":
+        key = (a.mount, a.path, a.file)
+        if key in stale.changed:
+            kept.changed[key] = stale.changed[key]
+        kept.written.update({key} & stale.written)
+    elif a.kind in ("stop", "rmdir"):
+        _keep_cgroup(kept, stale, a.path)
 
 
 def _keep_cgroup(kept: Record, stale: Record, path: str) -> None:

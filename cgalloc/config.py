@@ -1,11 +1,12 @@
 """``NodeConfig``: node-allocatable settings merged from every input as the kubelet merges them.
 
 Layers, lowest first: the kubelet's defaults; a KubeletConfiguration file (``--config``); its
-drop-in directory (``--config-dir``, ``*.conf`` in name order, merged field by field with
-JSON-merge-patch semantics: maps merge key by key, lists are replaced); the ``kubeletArguments``
-of an OpenShift 3.x ``node-config.yaml``; and the command-line flags. Each flag layer replaces a
-field as a whole. Every problem of one run is collected and raised together as one
-:class:`InputError`, one sentence per problem naming the field and the accepted form.
+drop-in directory (``--config-dir``, every ``*.conf`` under it in the kubelet's walk order,
+merged field by field with JSON-merge-patch semantics: maps merge key by key, lists are
+replaced); the ``kubeletArguments`` of an OpenShift 3.x ``node-config.yaml``; and the
+command-line flags. Each flag layer replaces a field as a whole. Every problem of one run is
+collected and raised together as one :class:`InputError`, one sentence per problem naming the
+field and the accepted form.
 
 Pure apart from reading the named files.
 """
@@ -14,7 +15,9 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Mapping, Sequence
+from itertools import islice
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -31,7 +34,7 @@ from cgalloc.eviction import (
 )
 from cgalloc.eviction import split_pair as split_eviction_pair
 from cgalloc.loading import load_yaml_documents, read_bounded
-from cgalloc.quantity import Quantity, QuantityError
+from cgalloc.quantity import MAX_BINARY_SI, Quantity, QuantityError
 from cgalloc.resources import (
     CPU,
     EPHEMERAL_STORAGE,
@@ -48,6 +51,10 @@ CONFIG_KIND = "KubeletConfiguration"
 NODE_CONFIG_API_VERSION = "v1"
 NODE_CONFIG_KIND = "NodeConfig"
 DROPIN_SUFFIX = ".conf"  # the kubelet reads only these from --config-dir
+# Bounds on the --config-dir walk (the kubelet has none): real drop-in directories hold a few
+# files, each may be 4 MiB (loading.FILE_LIMIT), and cgalloc runs as root on hostile input.
+DROPIN_MAX_ENTRIES = 256  # files and directories in the whole tree
+DROPIN_MAX_DEPTH = 16  # subdirectory levels below --config-dir
 
 ENFORCE_OPTIONS = (
     "pods",
@@ -312,12 +319,38 @@ def _fold_flag(f: Field, occurrences: Sequence[str], problems: list[str]) -> obj
             problems.append(f"{f.label}: {quote(last)} is not a boolean; use {f.form}.")
             return None
     if f.kind == "int":
-        try:
-            return int(last.strip())
-        except ValueError:
-            problems.append(f"{f.label}: {quote(last)} is not an integer; use {f.form}.")
-            return None
+        go_type = GO_INT_TYPES.get(f.config or "", "int64")
+        number = parse_go_int(last, _INT_RANGES[go_type])
+        if isinstance(number, int):
+            return number
+        problem = "is not an integer" if number is None else f"is out of range for an {go_type}"
+        problems.append(f"{f.label}: {quote(last)} {problem}; use {f.form}.")
+        return None
     return last
+
+
+# strconv.ParseInt(s, 0, bits), as pflag's Int32Var/Int64Var call it: ASCII digits only, an
+# optional sign, a 0x/0o/0b prefix or a leading 0 for octal, "_" only between digits
+_GO_INT = re.compile(
+    r"[+-]?(?:0[xX](?:_?[0-9a-fA-F])+|0[bB](?:_?[01])+|0[oO](?:_?[0-7])+|0(?:_?[0-7])*"
+    r"|[1-9](?:_?[0-9])*)"
+)
+_GO_BASES = {"0x": 16, "0o": 8, "0b": 2}
+
+
+def parse_go_int(text: str, bits: int) -> int | str | None:
+    """``text`` as strconv.ParseInt(text, 0, bits + 1) reads it: the int, "range" when it
+    does not fit, None when it is not an integer."""
+    if not text.isascii() or not _GO_INT.fullmatch(text):
+        return None
+    body = text.lstrip("+-").replace("_", "")
+    prefix = body[:2].lower()
+    if prefix in _GO_BASES:
+        magnitude = int(body[2:], _GO_BASES[prefix])
+    else:
+        magnitude = int(body, 8 if body.startswith("0") else 10)  # "0755" is octal in Go
+    value = -magnitude if text.startswith("-") else magnitude
+    return value if -(1 << bits) <= value < (1 << bits) else "range"
 
 
 def _parse_gates(text: str, into: dict[str, bool]) -> str | None:
@@ -489,10 +522,67 @@ def merge_patch(target: object, patch: object) -> object:
     return out
 
 
-def dropin_files(directory: str) -> list[str]:
-    """The ``*.conf`` files of a drop-in directory, in the kubelet's (lexical) order."""
-    names = sorted(n for n in os.listdir(directory) if n.endswith(DROPIN_SUFFIX))
-    return [os.path.join(directory, n) for n in names if os.path.isfile(os.path.join(directory, n))]
+def dropin_files(directory: str, problems: list[str]) -> list[str]:
+    """The drop-ins the kubelet loads from ``directory``, in its order; walk problems appended.
+
+    As cmd/kubelet/app/server.go mergeKubeletConfigurations, which walks the directory with
+    filepath.WalkDir: the root is lstat'ed, each directory's entries go in byte order of their
+    names, a subdirectory is descended where its name sorts, a symlink is never followed (one
+    to a directory is a non-directory entry, so is a symlinked root), and every non-directory
+    whose name ends in ``.conf`` (filepath.Ext, so ``.a.conf`` too) is loaded; a symlink to a
+    directory or a dangling one among them then fails to load, as in the kubelet.
+    """
+    try:
+        root_is_dir = stat.S_ISDIR(os.lstat(directory).st_mode)
+    except OSError as err:
+        problems.append(_cannot_list(directory, err))
+        return []
+    if not root_is_dir:  # WalkDir hands a non-directory root to the callback like any entry
+        return [directory] if os.path.basename(directory).endswith(DROPIN_SUFFIX) else []
+    found: list[str] = []
+    budget = DROPIN_MAX_ENTRIES  # entries left to visit in the whole tree
+
+    def walk(path: str, depth: int) -> bool:  # False once a bound is exceeded: stop the walk
+        nonlocal budget
+        try:
+            with os.scandir(path) as it:
+                # a hostile directory may hold millions of entries: read one past the budget
+                entries = list(islice(it, budget + 1))
+            entries.sort(key=lambda e: os.fsencode(e.name))  # Go's os.ReadDir: byte order
+            is_dir = [e.is_dir(follow_symlinks=False) for e in entries]  # lstat, as d_type
+        except OSError as err:  # the kubelet fails when it cannot list a subdirectory
+            problems.append(_cannot_list(path, err))
+            return True
+        if len(entries) > budget:
+            problems.append(
+                f"--config-dir: {directory} holds more than {DROPIN_MAX_ENTRIES} files and"
+                f" directories; give a drop-in directory of at most {DROPIN_MAX_ENTRIES}."
+            )
+            return False
+        budget -= len(entries)
+        for entry, entry_is_dir in zip(entries, is_dir, strict=True):
+            if not entry_is_dir:
+                if entry.name.endswith(DROPIN_SUFFIX):
+                    found.append(entry.path)
+            elif depth == DROPIN_MAX_DEPTH:
+                problems.append(
+                    f"--config-dir: {entry.path} is nested more than {DROPIN_MAX_DEPTH}"
+                    f" directories deep in {directory}; give a flatter drop-in directory."
+                )
+                return False
+            elif not walk(entry.path, depth + 1):
+                return False
+        return True
+
+    # past a bound, load nothing: the walk's one problem is the answer
+    return found if walk(directory, 0) else []
+
+
+def _cannot_list(path: str, err: OSError) -> str:
+    return (
+        f"--config-dir: cannot list {path} ({err.strerror or err}); expected a"
+        f" directory of *{DROPIN_SUFFIX} {CONFIG_KIND} drop-ins."
+    )
 
 
 def _defaulted_eviction(doc: dict) -> dict:
@@ -537,14 +627,7 @@ def config_file_layer(
     if config or config_dir:
         merged = _defaulted_eviction(merged)
     if config_dir:
-        try:
-            dropins = dropin_files(config_dir)
-        except OSError as err:
-            problems.append(
-                f"--config-dir: cannot list {config_dir} ({err.strerror or err}); expected a"
-                f" directory of *{DROPIN_SUFFIX} {CONFIG_KIND} drop-ins."
-            )
-            dropins = []
+        dropins = dropin_files(config_dir, problems)
         for path in dropins:
             doc = read(path, "--config-dir")
             if doc is not None:
@@ -941,6 +1024,14 @@ def build(
             f"{BY_FLAG['capacity'].label}: cpu={overrides[CPU]} is more CPUs than the kernel"
             f" supports ({MAX_CPU_ID + 1}); give the node's real CPU count."
         )
+    for name, q in overrides.items():
+        # the kubelet holds a capacity in an int64 (cAdvisor's sizes are uint64): beyond it,
+        # Quantity.Value() has no meaning and a percentage threshold no float to take
+        if name != CPU and q.value() > MAX_BINARY_SI:
+            problems.append(
+                f"{BY_FLAG['capacity'].label}: {name}={q} is more than a 64-bit count holds"
+                f" (at most {MAX_BINARY_SI}); give the node's real capacity."
+            )
     thresholds = _thresholds(mapping("eviction-hard"), problems)
     enforce = _enforcement(values, problems)
     cpus = _reserved_cpus(values, overrides, online_cpus, problems)

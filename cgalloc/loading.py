@@ -30,16 +30,18 @@ def _loader(yaml):
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def read_bounded(path: str, field: str, limit: int = FILE_LIMIT) -> str:
-    """The text of the regular file ``path``, at most ``limit`` bytes, strictly UTF-8."""
-    try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; regular files ignore it
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError as exc:
-        raise InputError(f"{field}: cannot read {path} ({exc.strerror or exc}).") from None
+class NotRegularFile(OSError):
+    """A path that names a FIFO, device, directory or socket where a file belongs."""
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """At most ``limit`` + 1 bytes of the regular file ``path`` (one more tells it is larger);
+    OSError when it cannot be read or is not a regular file (a FIFO would block a read)."""
+    # O_NONBLOCK: opening a FIFO must not wait for a writer; regular files ignore it
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InputError(f"{field}: {path} is not a regular file; give a YAML or JSON file.")
+            raise NotRegularFile(f"{path} is not a regular file")
         chunks: list[bytes] = []
         size = 0
         while size <= limit:
@@ -48,15 +50,24 @@ def read_bounded(path: str, field: str, limit: int = FILE_LIMIT) -> str:
                 break
             chunks.append(chunk)
             size += len(chunk)
-    except OSError as exc:
-        raise InputError(f"{field}: cannot read {path} ({exc.strerror or exc}).") from None
     finally:
         os.close(fd)
+    return b"".join(chunks)
+
+
+def read_bounded(path: str, field: str, limit: int = FILE_LIMIT) -> str:
+    """The text of the regular file ``path``, at most ``limit`` bytes, strictly UTF-8."""
+    try:
+        data = read_regular(path, limit)
+    except NotRegularFile as exc:
+        raise InputError(f"{field}: {exc}; give a YAML or JSON file.") from None
+    except OSError as exc:
+        raise InputError(f"{field}: cannot read {path} ({exc.strerror or exc}).") from None
+    size = len(data)
     if size > limit:
         raise InputError(
             f"{field}: {path} is larger than {_size(limit)}; give a file of at most that size."
         )
-    data = b"".join(chunks)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from cgalloc.errors import HostError, InputError
+from cgalloc.errors import CgallocError, HostError, InputError
+from cgalloc.loading import read_regular
 
 DEFAULT_STATE_DIR = "/var/lib/cgalloc"
 RECORD_NAME = "owned.json"
@@ -192,10 +194,21 @@ def journal_entry(
     return entry
 
 
+# A refused run that removes the directory between our makedirs and open is retried; this
+# many times in a row is not such a race.
+LOCK_ATTEMPTS = 100
+STATE_FILE_LIMIT = 64 << 20  # a record of 100,000 cgroups is a few MiB
+
+
 class StateDir:
     """The state directory: lock, record and journal."""
 
     def __init__(self, path: str = DEFAULT_STATE_DIR, boot_id_file: str = BOOT_ID_FILE):
+        if not path or "\x00" in path:
+            raise InputError(
+                f"--state-dir {path!r} names no directory; give a directory path such as "
+                f"{DEFAULT_STATE_DIR}."
+            )
         self.path = path
         self.boot = read_boot_id(boot_id_file)
         self.notes: list[str] = []  # what loading decided that the user should hear about
@@ -213,7 +226,14 @@ class StateDir:
 
     def _open_lock(self, create: bool) -> int:
         if create:
-            os.makedirs(self.path, mode=0o700, exist_ok=True)
+            try:
+                os.makedirs(self.path, mode=0o700, exist_ok=True)
+            except FileNotFoundError as exc:
+                # not a race to retry (that is the lock file's open, below): a component of
+                # the path cannot be made, as under a dangling symlink or in /proc
+                raise HostError(
+                    f"cannot create the state directory {self.path} (--state-dir): {exc.strerror}."
+                ) from exc
         elif not os.path.isdir(self.path):
             raise InputError(
                 f"--state-dir {self.path} does not exist; give the directory setup used "
@@ -226,16 +246,16 @@ class StateDir:
         """Hold the exclusive lock; a second run waits here until the first is done.
 
         ``create`` makes the directory and lock when missing (setup). A directory this run made
-        is removed again when the run ends on bad input with nothing recorded in it, so a
-        refused run leaves nothing behind. ``create=False`` (teardown) refuses a missing
-        directory with exit 2 and creates nothing.
+        is removed again when the run ends on a cgalloc error (bad input, a host problem, a
+        failure it undid) with nothing recorded in it, so such a run leaves nothing behind.
+        ``create=False`` (teardown) refuses a missing directory with exit 2 and creates nothing.
         """
         made = create and not os.path.isdir(self.path)
-        while True:
+        for attempt in itertools.count(1):
             try:
                 fd = self._open_lock(create)
             except OSError as exc:
-                if create and isinstance(exc, FileNotFoundError):
+                if create and isinstance(exc, FileNotFoundError) and attempt < LOCK_ATTEMPTS:
                     continue  # removed by a refused run between our makedirs and open: again
                 raise HostError(
                     f"cannot use the state directory {self.path} (--state-dir): {exc.strerror}."
@@ -252,7 +272,7 @@ class StateDir:
             os.close(fd)
         try:
             yield self
-        except InputError:
+        except CgallocError:  # refused, or failed with everything undone: nothing to keep
             if made:
                 self._remove_if_unused()
             raise
@@ -307,13 +327,14 @@ class StateDir:
     def _read_record(self) -> Record:
         rec = Record()
         try:
-            with open(self._file(RECORD_NAME), "rb") as fh:
-                raw = fh.read(64 << 20)
+            raw = read_regular(self._file(RECORD_NAME), STATE_FILE_LIMIT)
         except FileNotFoundError:
             raw = None
         except OSError as exc:
             raise self._broken(RECORD_NAME, exc.strerror or str(exc)) from exc
         if raw is not None:
+            if len(raw) > STATE_FILE_LIMIT:
+                raise self._broken(RECORD_NAME, f"it is larger than {STATE_FILE_LIMIT >> 20} MiB")
             try:
                 rec = Record.from_json(json.loads(raw.decode("utf-8")))
             except UnicodeDecodeError as exc:
@@ -347,12 +368,13 @@ class StateDir:
 
     def _read_journal(self) -> list[dict]:
         try:
-            with open(self._file(JOURNAL_NAME), "rb") as fh:
-                raw = fh.read(64 << 20)
+            raw = read_regular(self._file(JOURNAL_NAME), STATE_FILE_LIMIT)
         except FileNotFoundError:
             return []
         except OSError as exc:
             raise self._broken(JOURNAL_NAME, exc.strerror or str(exc)) from exc
+        if len(raw) > STATE_FILE_LIMIT:
+            raise self._broken(JOURNAL_NAME, f"it is larger than {STATE_FILE_LIMIT >> 20} MiB")
         lines = raw.split(b"\n")
         entries = []
         for i, line in enumerate(lines):

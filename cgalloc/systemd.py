@@ -30,7 +30,8 @@ from jeepney.io.common import MessageFilters
 from cgalloc.capacity import parse_cpuset
 from cgalloc.cgroupfs import parse_limit_value
 from cgalloc.errors import HostError, InputError
-from cgalloc.ownership import UNITS_NAME
+from cgalloc.loading import NotRegularFile, read_regular
+from cgalloc.ownership import STATE_FILE_LIMIT, UNITS_NAME
 from cgalloc.tree import (
     SLICE_SUFFIX,
     CgroupNameError,
@@ -363,10 +364,15 @@ class UnitRecord:
     def load(cls, state_dir: str) -> UnitRecord:
         path = os.path.join(state_dir, RECORD_NAME)
         try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
+            raw = read_regular(path, STATE_FILE_LIMIT)
         except FileNotFoundError:
             return cls()
+        except NotRegularFile:
+            raw = b""  # refused below as not cgalloc's record
+        try:
+            if len(raw) > STATE_FILE_LIMIT:
+                raise ValueError(f"it is larger than {STATE_FILE_LIMIT >> 20} MiB")
+            data = json.loads(raw.decode("utf-8"))
         except (ValueError, RecursionError) as exc:  # bad JSON or UTF-8
             data = exc
         started = data.get("started", []) if isinstance(data, dict) else None

@@ -196,6 +196,14 @@ def kubelet_cgroupfs_path(value: str) -> str:
     return "/" + "/".join(parts)
 
 
+def clean_cgroupfs_path(value: str) -> str:
+    """An absolute cgroup path as the kubelet's system containers (--kubelet-cgroups,
+    --runtime-cgroups, --system-cgroups) reach the kernel: opencontainers/cgroups
+    ``internal/path.Inner`` cleans the name with ``filepath.Clean``, so "/a//b/", "/a/./b"
+    and "/../a/b" all name /a/b."""
+    return "/" + posixpath.normpath("/" + value).lstrip("/")
+
+
 def kubelet_reserved_path(value: str, driver: str) -> str:
     """The cgroup the kubelet enforces for a --kube-reserved-cgroup / --system-reserved-cgroup
     value: ``cgroupManager.CgroupName(value)`` under ``driver``, as an absolute path."""

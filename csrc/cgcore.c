@@ -247,6 +247,10 @@ int cg_check_relpath(const char *relpath)
     }
 }
 
+/* Every open for reading: a FIFO in a plain directory tree (stats reads one) must not block
+ * the open or the read; kernfs and regular files ignore O_NONBLOCK. */
+#define READ_FLAGS (O_RDONLY | O_NONBLOCK)
+
 static int open_component(int dirfd, const char *name, int oflags)
 {
     int fd;
@@ -426,7 +430,7 @@ static int open_cell(int rootfd, const char *dir, const cg_spec *spec)
     char path[PATH_MAX];
     int rc = join_path(path, dir, spec->name);
 
-    return rc < 0 ? rc : open_beneath(rootfd, path, O_RDONLY, 0);
+    return rc < 0 ? rc : open_beneath(rootfd, path, READ_FLAGS, 0);
 }
 
 struct layout {
@@ -519,7 +523,7 @@ static int open_in_dir(const struct job *j, int dirfd, const char *dir, const st
 {
     if (j->lay->nested[it->f])
         return open_cell(j->rootfd, dir, it->spec);
-    return open_component(dirfd, it->spec->name, O_RDONLY);
+    return open_component(dirfd, it->spec->name, READ_FLAGS);
 }
 
 /* One read() into buf, then close(fd); errno is read()'s. */
@@ -964,10 +968,10 @@ static void *files_worker(void *arg)
             j->lens[i] = -p.errs[0];
             continue;
         }
-        int fd = openat(p.fds[0], p.whole[0] ? file : name, O_RDONLY | O_CLOEXEC);
+        int fd = openat(p.fds[0], p.whole[0] ? file : name, READ_FLAGS | O_CLOEXEC);
         if (fd < 0 && (errno == EMFILE || errno == ENFILE) && p.len && !p.whole[0]) {
             close_parents(&p, 1); /* the parent holds the fd the file needs: resolve whole */
-            fd = openat(j->dirfd, file, O_RDONLY | O_CLOEXEC);
+            fd = openat(j->dirfd, file, READ_FLAGS | O_CLOEXEC);
         }
         if (fd < 0) {
             j->lens[i] = -errno;
@@ -1281,7 +1285,7 @@ int cg_rmdir(int rootfd, const char *relpath, int flags)
 long cg_read_text(int rootfd, const char *relpath, char *buf, size_t bufsize, int flags)
 {
     size_t got = 0;
-    int fd = open_beneath(rootfd, relpath, O_RDONLY, flags);
+    int fd = open_beneath(rootfd, relpath, READ_FLAGS, flags);
 
     if (fd < 0)
         return fd;

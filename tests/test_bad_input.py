@@ -78,6 +78,16 @@ CASES = [
      "is not absolute"),
     ("memory >= 2^64", lambda t: ["--capacity", f"cpu=4,memory={2**64 + 4096},pid=4096"],
      "memory"),
+    # hostile-user probe: a percentage threshold (nodefs.available<10% by default) of these
+    # raised OverflowError (int too large to convert to float)
+    ("capacity ephemeral-storage=1e400",
+     lambda t: ["--capacity", "cpu=4,memory=8Gi,ephemeral-storage=1e400"],
+     "ephemeral-storage=10e399 is more than a 64-bit count holds"),
+    ("capacity memory=1e1000 with memory.available<10%",
+     lambda t: ["--capacity", "cpu=4,memory=1e1000", "--eviction-hard", "memory.available<10%"],
+     "memory=10e999 is more than a 64-bit count holds"),
+    ("capacity memory of 310 digits",
+     lambda t: ["--capacity", f"cpu=4,memory={10**309}"], "is more than a 64-bit count holds"),
     ("pids above PID_MAX_LIMIT", lambda t: ["--capacity", "cpu=4,memory=8Gi,pid=4194305"],
      "between 0 and 4194304 (PID_MAX_LIMIT)"),
     ("pod memory limit >= 2^64",

@@ -12,24 +12,15 @@ from pathlib import Path
 
 import pytest
 from fakecgroup import KERNEL, fake_hierarchy, snapshot
+from nodeargs import DESIRED, NODE_SYSTEM_RESERVED
 
 from cgalloc import core, plan
 from cgalloc.apply import Roots, TestSwitches, apply
 from cgalloc.cli.inputs import SYSTEM_RESERVED_RISK
 from cgalloc.errors import CgallocError
-from cgalloc.limits import Limits
 from cgalloc.ownership import StateDir
-from cgalloc.tree import DesiredCgroup
 
-MI = 1 << 20
 REPO = Path(__file__).resolve().parent.parent
-DESIRED = [
-    DesiredCgroup("kubepods", "kubepods", Limits(cpu_shares=2048, memory=300 * MI, pids=1000)),
-    DesiredCgroup("kubepods/burstable", "qos", Limits(cpu_shares=2)),
-    DesiredCgroup("kubepods/besteffort", "qos", Limits(cpu_shares=2)),
-    DesiredCgroup("kubepods/besteffort/podx", "pod", Limits(cpu_shares=2, pids=100)),
-    DesiredCgroup("system.slice", "system-reserved", Limits(cpu_shares=512, memory=100 * MI)),
-]
 
 
 class FailingRoot:
@@ -112,18 +103,7 @@ def _args(base: Path, *more: str, pause_after: int | None = None) -> list[str]:
     ]
 
 
-NODE = [
-    "--capacity",
-    "cpu=4,memory=8Gi,pid=4096,ephemeral-storage=100Gi",
-    "--kube-reserved",
-    "cpu=500m,memory=1Gi",
-    "--system-reserved",
-    "cpu=500m,memory=1Gi",
-    "--enforce",
-    "pods,system-reserved",
-    "--system-reserved-cgroup",
-    "/system.slice",
-]
+NODE = NODE_SYSTEM_RESERVED
 
 
 def _start_paused(base: Path, after: int) -> subprocess.Popen:

@@ -19,20 +19,12 @@ from fakecgroup import (
     snapshot,
     use_fake_tree,
 )
+from nodeargs import NODE_SYSTEM_RESERVED
 
 import cgalloc.ownership
 from cgalloc.cli.inputs import SYSTEM_RESERVED_RISK
 
-NODE = [
-    "--capacity",
-    "cpu=4,memory=8Gi,pid=4096,ephemeral-storage=100Gi",
-    "--system-reserved",
-    "cpu=500m,memory=1Gi",
-    "--enforce",
-    "pods,system-reserved",
-    "--system-reserved-cgroup",
-    "/system.slice",
-]
+NODE = NODE_SYSTEM_RESERVED
 FAULTS = (errno.ENOSPC, errno.EIO, errno.EROFS)
 COUNTED = ("open", "write", "fsync", "replace")  # every state-dir operation that can fail
 

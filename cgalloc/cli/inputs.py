@@ -50,8 +50,9 @@ _OPTIONS = (
     _Opt(
         "config_dir",
         ("--config-dir",),
-        "Drop-in directory: its *.conf KubeletConfiguration files are merged over --config in"
-        " name order, field by field (maps merge, lists are replaced).",
+        "Drop-in directory: every *.conf KubeletConfiguration file in it and its"
+        " subdirectories is merged over --config in the kubelet's walk order (names sorted,"
+        " symlinks not followed), field by field (maps merge, lists are replaced).",
         "DIR",
     ),
     _Opt(
@@ -210,7 +211,7 @@ _OPTIONS = (
     _Opt(
         "pod_manifest_path",
         ("--pod-manifest-path",),
-        "Static pod directory or file (staticPodPath); setup --pods static reads it.",
+        "Static pod directory or file (staticPodPath); setup --static-pods reads it.",
         "PATH",
         False,
         "pod-manifest-path",

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 import typer
 
 from cgalloc.apply import (
+    Interrupted,
     Result,
+    SignalGuard,
     TestSwitches,
     apply,
     check_managed,
@@ -22,6 +24,7 @@ from cgalloc.apply import (
     peek_record,
     peek_units,
     plan_undo,
+    signal_name,
 )
 from cgalloc.apply import switches as current_switches
 from cgalloc.cgroupfs import detect
@@ -370,13 +373,18 @@ def register(app: typer.Typer) -> None:
                 # the plan first, so an operator sees what is about to change
                 typer.echo("\n".join(f"  {line}" for line in plan_lines(p, dbus)))
             on_done = progress(p, dbus) if table and p.actions else None
-            result: Result = apply(
-                p, state, record, switches=switches, units=units, on_done=on_done
-            )
-            cleaned = converge(
-                p, state, record, stale, switches=switches, systemd=client,
-                units=unit_record, stale_u=stale_u,
-            )  # fmt: skip
+            # SIGINT/SIGTERM/SIGHUP from here on are recorded, not raised: before the last
+            # change apply undoes every change and raises Interrupted; after it the changes
+            # stay (they are recorded), converge stops, and the run ends with 128 + signo.
+            with SignalGuard() as signals:
+                result: Result = apply(
+                    p, state, record, switches=switches, units=units, on_done=on_done,
+                    signals=signals,
+                )  # fmt: skip
+                cleaned = converge(
+                    p, state, record, stale, switches=switches, systemd=client,
+                    units=unit_record, stale_u=stale_u, signals=signals,
+                )  # fmt: skip
         if not quiet or cleaned.kept:  # kept is a failure: said even with --quiet
             doc = {"dryRun": False, "plan": p.to_json(), **result.to_json()}
             lines = [f"{a.describe(p.root)} (no longer wanted)" for a in cleaned.done]
@@ -389,5 +397,26 @@ def register(app: typer.Typer) -> None:
             if cleaned.done:
                 summary += f"; undid {cleaned.writes} changes no longer wanted"
             report(doc, lines, summary, output)
+        if signals.signo is not None:
+            raise Interrupted(signals.signo, late_signal(signals.signo, result, cleaned))
         if cleaned.kept:
             raise typer.Exit(1)
+
+
+def late_signal(signo: int, result: Result, cleaned: Result) -> str:
+    """What a signal that came after apply's last change left: the changes made and recorded
+    (a complete setup is not undone), and the undo of what is no longer wanted it cut short."""
+    name = signal_name(signo)
+    if not result.done:
+        said = f"setup interrupted by {name}; it had no change to make"
+    else:
+        said = (
+            f"setup interrupted by {name} after its last change; all {result.writes} changes "
+            "are made and recorded"
+        )
+    if cleaned.left:
+        return (
+            f"{said}; undoing what is no longer wanted stopped with {cleaned.left} changes "
+            "left, which the next setup makes (verify lists them)."
+        )
+    return f"{said}, the tree is as planned."

@@ -20,6 +20,7 @@ from cgalloc.cli.options import cgroupfs_option
 from cgalloc.cli.render import OutputFormat, dumps, output_option, warn
 from cgalloc.errors import InputError
 from cgalloc.resources import MEMORY
+from cgalloc.tree import clean_cgroupfs_path as _daemon_path
 from cgalloc.tree import kubepods_path as _kubepods_path
 from cgalloc.tree import reserved_path as _reserved_path
 
@@ -78,7 +79,8 @@ class _Run:
         # a flag wins; else the kubelet config's kubeletCgroups/runtimeCgroups/systemCgroups
         configured = {"kubelet": self.cfg.kubelet_cgroups, "runtime": self.cfg.runtime_cgroups,
                       "misc": self.cfg.system_cgroups}  # fmt: skip
-        self.daemons = {k: v for k, v in configured.items() if v} | daemons
+        chosen = {k: v for k, v in configured.items() if v} | daemons
+        self.daemons = {k: _daemon_path(v) for k, v in chosen.items()}
         self.h, plain = stats.open_hierarchy(cgroupfs)
         self.reader = stats.TreeReader(self.h, allow_any_fs=plain)
         self.prev: dict[str, stats.CgroupStats] = {}

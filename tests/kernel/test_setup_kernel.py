@@ -327,3 +327,69 @@ def test_reserved_procs_are_moved_into_the_kube_reserved_cgroup(tmp_path):
         daemon.wait()
         down = cgalloc("teardown", *state)
         assert down.returncode == 0, down.stdout + down.stderr
+
+
+def test_sigterm_midway_undoes_every_change(tmp_path):
+    # SIGTERM once the journal is there and changes are being made: setup undoes every change
+    # it made (the batches it finished) and exits 143 with one sentence, the tree as before.
+    # system.slice is the node's own here, so its limits are values to restore, not mkdirs.
+    control = CGROUP_ROOT / "cgroup.subtree_control"
+    enabled = []
+    if is_v2():  # the controllers' files in system.slice, so setup changes their values
+        enabled = [c for c in ("cpu", "memory", "pids") if c not in read(control).split()]
+        control.write_text(" ".join(f"+{c}" for c in enabled))
+    made = [d for d in dirs_of("system.slice") if not d.exists()]
+    for d in made:
+        d.mkdir()
+        if d.parent.name == "cpuset":  # v1 cpusets start empty
+            for f in ("cpuset.cpus", "cpuset.mems"):
+                (d / f).write_text(read(d.parent / f))
+    try:
+        pods = [manifest(f"sig{i}", {"limits": {"cpu": "100m"}}) for i in range(600)]
+        pods_file = tmp_path / "pods.json"
+        pods_file.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
+        extra = ["--enforce", "pods,system-reserved", "--system-reserved-cgroup", "/system.slice"]
+        state = tmp_path / "state"
+        args = [*NODE, *extra, "--pods", str(pods_file), "--state-dir", str(state)]
+        planned = json.loads(cgalloc("setup", *args, "--dry-run", "-o", "json").stdout)["plan"]
+        writes = [a for a in planned["actions"] if a["action"] == "write"]
+        assert any("system.slice/" in a["path"] and a["old"] is not None for a in writes)
+        before = listing()
+        proc = subprocess.Popen(
+            [*PLANNED, "setup", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            # the journal is written before the first change; the progress lines follow the
+            # batches made: signal once the first one is made
+            for line in proc.stderr:
+                if line.startswith("["):
+                    break
+            assert (state / "journal.jsonl").exists()
+            sent = time.monotonic()
+            proc.send_signal(15)
+            _out, err = proc.communicate(timeout=300)
+            took = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        print(f"{len(planned['actions'])} changes planned; exit {took:.2f} s after SIGTERM")
+        last = err.splitlines()[-1]
+        assert proc.returncode == 143, err[-2000:]
+        assert last.startswith("cgalloc: setup interrupted by SIGTERM; all "), last
+        assert last.endswith(" earlier changes were undone, the node is as it was."), last
+        assert int(last.split("all ")[1].split()[0]) > 0
+        assert listing() == before
+        for a in writes:  # every value setup changed on a cgroup that was there is back
+            path = CGROUP_ROOT / a["path"]
+            if a["old"] is not None and path.exists():
+                assert read(path) == a["old"], a
+        assert not state.exists() or sorted(os.listdir(state)) == ["lock"]  # no journal, record
+    finally:
+        if (tmp_path / "state").exists():  # a failed test: its journal or record
+            down = cgalloc("teardown", "--state-dir", str(tmp_path / "state"))
+            assert down.returncode == 0, down.stdout + down.stderr
+        for d in made:
+            d.rmdir()
+        if enabled:
+            control.write_text(" ".join(f"-{c}" for c in enabled))

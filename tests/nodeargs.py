@@ -1,0 +1,29 @@
+"""What the setup fault and signal tests share: a planned 4-CPU node enforcing pods and
+system-reserved in /system.slice, and a small desired tree for apply()."""
+
+from __future__ import annotations
+
+from cgalloc.limits import Limits
+from cgalloc.tree import DesiredCgroup
+
+MI = 1 << 20
+DESIRED = [
+    DesiredCgroup("kubepods", "kubepods", Limits(cpu_shares=2048, memory=300 * MI, pids=1000)),
+    DesiredCgroup("kubepods/burstable", "qos", Limits(cpu_shares=2)),
+    DesiredCgroup("kubepods/besteffort", "qos", Limits(cpu_shares=2)),
+    DesiredCgroup("kubepods/besteffort/podx", "pod", Limits(cpu_shares=2, pids=100)),
+    DesiredCgroup("system.slice", "system-reserved", Limits(cpu_shares=512, memory=100 * MI)),
+]
+
+NODE_SYSTEM_RESERVED = [
+    "--capacity",
+    "cpu=4,memory=8Gi,pid=4096,ephemeral-storage=100Gi",
+    "--kube-reserved",
+    "cpu=500m,memory=1Gi",
+    "--system-reserved",
+    "cpu=500m,memory=1Gi",
+    "--enforce",
+    "pods,system-reserved",
+    "--system-reserved-cgroup",
+    "/system.slice",
+]
