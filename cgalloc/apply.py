@@ -24,7 +24,7 @@ from typing import NoReturn, Protocol
 
 from cgalloc import core
 from cgalloc.cgroupfs import cgroup_file
-from cgalloc.errors import CgallocError, InputError
+from cgalloc.errors import CgallocError, InputError, Interrupted
 from cgalloc.ownership import BOOT_ID_FILE, Record, StateDir, journal_entry
 from cgalloc.plan import Action, LiveTree, Plan, cgroup_depth, read_file, undo_actions
 from cgalloc.systemd import (
@@ -83,16 +83,6 @@ def signal_name(signo: int) -> str:
     return signal.Signals(signo).name
 
 
-class Interrupted(CgallocError):
-    """Setup stopped on a signal; the command exits 128 + its number, as a shell reports a
-    process a signal ended."""
-
-    def __init__(self, signo: int, message: str):
-        super().__init__(message)
-        self.signo = signo
-        self.exit_code = 128 + signo
-
-
 class SignalGuard:
     """While entered, SIGINT, SIGTERM and SIGHUP are only recorded in ``received`` (in the
     order they came), never raised: an exception raised asynchronously between a core call and
@@ -125,9 +115,17 @@ class SignalGuard:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        while self._previous:
-            signo, previous = self._previous.popitem()
-            signal.signal(signo, previous)
+        if not self._previous:
+            return
+        # blocked while the handlers go back: one arriving in between stays pending for the
+        # handler put back, where CPython would drop it ("ignored due to race condition")
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        try:
+            while self._previous:
+                signo, previous = self._previous.popitem()
+                signal.signal(signo, previous)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 Exit statuses: 0 success; 1 a check found drift or an operation failed and was rolled back;
 2 bad input (nothing was written); 3 the host cannot do what was asked (missing cgroup
-controller, no privileges), nothing was written.
+controller, no privileges), nothing was written; 128 + signo stopped by a signal
+(:class:`Interrupted`).
 """
 
 from __future__ import annotations
@@ -28,3 +29,13 @@ class HostError(CgallocError):
     """The host cannot do what was asked; nothing was written."""
 
     exit_code = 3
+
+
+class Interrupted(CgallocError):
+    """Stopped on a signal; the command exits 128 + its number, as a shell reports a process
+    a signal ended."""
+
+    def __init__(self, signo: int, message: str):
+        super().__init__(message)
+        self.signo = signo
+        self.exit_code = 128 + signo

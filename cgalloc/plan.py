@@ -32,6 +32,7 @@ from cgalloc.cgroupfs import (
     parse_limit_value,
     v2_fresh_value,
 )
+from cgalloc.core.records import READ_FLAGS
 from cgalloc.errors import CgallocError, HostError, InputError
 from cgalloc.kernel_ranges import name_problem, value_problem
 from cgalloc.pods import pod_cgroups
@@ -160,7 +161,7 @@ def read_file(mount: str, path: str, file: str) -> str | None:
     os.open/os.read, not open(): a setup re-run reads every file it manages, and the text
     layer's per-file setup costs about twice the syscalls themselves."""
     try:
-        fd = os.open(f"{mount}/{cgroup_file(path, file)}", os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(f"{mount}/{cgroup_file(path, file)}", READ_FLAGS | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
         return None
     try:

@@ -11,7 +11,9 @@ import enum
 import functools
 import gc
 import importlib
+import signal
 import sys
+import threading
 import typing
 from collections.abc import Callable
 
@@ -19,7 +21,7 @@ import typer
 import typer.main
 from typer.core import TyperGroup
 
-from cgalloc.errors import CgallocError
+from cgalloc.errors import CgallocError, Interrupted
 
 # Command name -> (module in cgalloc.cli, what --help lists for it), in --help order. The listing
 # is the start of each command's own help (tests/test_cli_lazy.py checks), so it needs no import.
@@ -235,9 +237,38 @@ def run() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning cgalloc errors into one message and an exit status."""
+    previous = _sigint_as_error()
     try:
         app(args=argv, prog_name="cgalloc", standalone_mode=True)
     except CgallocError as exc:
-        for line in str(exc).splitlines():
-            print(f"cgalloc: {line}", file=sys.stderr)
+        _say(str(exc).splitlines())
         sys.exit(exc.exit_code)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _on_sigint(signo: int, _frame: object) -> None:
+    # Ctrl-C outside setup's changes (planning, a lock wait, a report, a read), where nothing
+    # is half-done: one sentence and 130 as a shell reports SIGINT, not click's "Aborted!" and 1
+    raise Interrupted(signo, "interrupted by SIGINT; nothing was left half-done.")
+
+
+def _sigint_as_error():
+    """Install :func:`_on_sigint` over Python's default SIGINT handler (only that one: a
+    program calling main() keeps its own); the handler to put back, or None."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return None
+    return signal.signal(signal.SIGINT, _on_sigint)
+
+
+def _say(lines: list[str]) -> None:
+    """One ``cgalloc:`` line each on stderr; a terminal that hung up (EIO) hears nothing and
+    the exit status still tells."""
+    try:
+        for line in lines:
+            print(f"cgalloc: {line}", file=sys.stderr, flush=True)
+    except OSError:
+        pass

@@ -396,7 +396,13 @@ def register(app: typer.Typer) -> None:
             summary = result.summary()
             if cleaned.done:
                 summary += f"; undid {cleaned.writes} changes no longer wanted"
-            report(doc, lines, summary, output)
+            if signals.signo is not None:
+                doc["interruptedBy"] = signal_name(signals.signo)
+            try:
+                report(doc, lines, summary, output)
+            except OSError:
+                if signals.signo is None:  # a SIGHUP's terminal is gone: the status tells
+                    raise
         if signals.signo is not None:
             raise Interrupted(signals.signo, late_signal(signals.signo, result, cleaned))
         if cleaned.kept:
@@ -407,11 +413,12 @@ def late_signal(signo: int, result: Result, cleaned: Result) -> str:
     """What a signal that came after apply's last change left: the changes made and recorded
     (a complete setup is not undone), and the undo of what is no longer wanted it cut short."""
     name = signal_name(signo)
+    recorded = sum(a.kind != "move" for a in result.done)  # a process move is not recorded
     if not result.done:
         said = f"setup interrupted by {name}; it had no change to make"
     else:
         said = (
-            f"setup interrupted by {name} after its last change; all {result.writes} changes "
+            f"setup interrupted by {name} after its last change; all {recorded} changes "
             "are made and recorded"
         )
     if cleaned.left:
@@ -419,4 +426,6 @@ def late_signal(signo: int, result: Result, cleaned: Result) -> str:
             f"{said}; undoing what is no longer wanted stopped with {cleaned.left} changes "
             "left, which the next setup makes (verify lists them)."
         )
+    if cleaned.kept:
+        return f"{said}; what is no longer wanted and could not be undone is listed above."
     return f"{said}, the tree is as planned."

@@ -37,10 +37,6 @@ def _strip_newline(data: bytes) -> bytes:
     return data[:-1] if data.endswith(b"\n") else data
 
 
-# as the C core: a FIFO in a plain directory tree must not block the open or the read
-READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK
-
-
 def parse(spec: FileSpec, data: bytes) -> list[tuple[int, int]]:
     """Cells of one file's content, exactly as cg_parse fills them."""
     if spec.kind == "single":
@@ -173,14 +169,14 @@ class Sampler(r.Closing):
         """The file, through the dir's kept fd when it may have one (reopened once when the
         cgroup was removed and re-created), else beneath the root."""
         if d >= self._ndirfds or not directory or "/" in spec.name:
-            return _open_beneath(self.root._fileno(), r.join(directory, spec.name), READ_FLAGS)
+            return _open_beneath(self.root._fileno(), r.join(directory, spec.name), r.READ_FLAGS)
         for attempt in (0, 1):
             dfd = self._dirfds.get(directory)
             if dfd is None:
                 dfd = _open_beneath(self.root._fileno(), directory, os.O_PATH | os.O_DIRECTORY)
                 self._dirfds[directory] = dfd
             try:
-                return _open_component(dfd, spec.name, READ_FLAGS)
+                return _open_component(dfd, spec.name, r.READ_FLAGS)
             except OSError as exc:
                 if attempt or exc.errno not in (errno.ENOENT, errno.ENODEV):
                     raise
@@ -258,7 +254,7 @@ class Root(r.RootBase):
         for d, directory in enumerate(dirs):
             for f, spec in enumerate(specs):
                 try:
-                    fd = _open_beneath(rootfd, r.join(directory, spec.name), READ_FLAGS)
+                    fd = _open_beneath(rootfd, r.join(directory, spec.name), r.READ_FLAGS)
                 except OSError as exc:
                     cells = [(r.errno_status(exc.errno), 0)] * spec.ncells
                 else:
@@ -302,7 +298,7 @@ class Root(r.RootBase):
         """A small file's whole content (fewer than ``limit`` bytes, else EFBIG)."""
         r.check_op_path(relpath, r.read_error)
         try:
-            fd = _open_beneath(self._fileno(), relpath, READ_FLAGS)
+            fd = _open_beneath(self._fileno(), relpath, r.READ_FLAGS)
             try:
                 chunks, got = [], 0
                 while got < limit:
@@ -386,7 +382,7 @@ def read_files(
     out: list[bytes | int] = []
     for p in paths:
         try:
-            fd = os.open(p, READ_FLAGS | os.O_CLOEXEC, dir_fd=dirfd)
+            fd = os.open(p, r.READ_FLAGS | os.O_CLOEXEC, dir_fd=dirfd)
         except OSError as exc:
             out.append(-exc.errno)
             continue

@@ -9,6 +9,10 @@ from dataclasses import dataclass
 
 from cgalloc.errors import CgallocError, HostError
 
+# Every open for reading, as csrc/cgcore.c's READ_FLAGS: a FIFO in a plain directory tree
+# (stats reads one) must not block the open or the read; kernfs and regular files ignore it.
+READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK
+
 # Per-cell status codes; the same numbers as CG_* in csrc/cgcore.h.
 OK = 0
 MAX = 1  # "max" or "-1": no limit

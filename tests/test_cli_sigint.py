@@ -1,0 +1,66 @@
+"""Ctrl-C anywhere outside setup's changes (a read, planning, a lock wait, a report) is one
+sentence and exit 130, as a shell reports SIGINT; click's own answer was "Aborted!" and exit 1,
+the status the README keeps for a failed, rolled-back operation."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+from fakecgroup import fake_hierarchy
+
+from cgalloc.apply import Result
+from cgalloc.cli.setup import late_signal
+from cgalloc.errors import Interrupted
+
+CAP = ["--capacity", "cpu=4,memory=8Gi,pid=4096,ephemeral-storage=100Gi"]
+
+
+def test_ctrl_c_during_stats_watch_is_130_and_one_sentence(tmp_path):
+    root, _ = fake_hierarchy(tmp_path, "v2")
+    argv = ["stats", *CAP, "--cgroupfs", str(root), "--watch", "0.2", "-o", "json"]
+    code = f"from cgalloc.cli import main; main({argv!r})"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()  # the first sample is out: the command is in its loop
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert err.endswith("\ncgalloc: interrupted by SIGINT; nothing was left half-done.\n")
+    assert "Traceback" not in err and "Aborted" not in err
+
+
+def test_main_leaves_a_callers_own_sigint_handler_alone(capsys):
+    from cgalloc.cli import main
+
+    def mine(signo, frame):
+        raise AssertionError("not called")
+
+    old = signal.signal(signal.SIGINT, mine)
+    try:
+        main(["--version"])
+    except SystemExit:
+        pass
+    finally:
+        assert signal.getsignal(signal.SIGINT) is mine
+        signal.signal(signal.SIGINT, old)
+
+
+def test_a_late_signal_with_undo_kept_does_not_say_the_tree_is_as_planned():
+    kept = Result("/sys/fs/cgroup", kept=["rmdir /x: failed: Device or resource busy"])
+    said = late_signal(signal.SIGTERM, Result("/sys/fs/cgroup"), kept)
+    assert "as planned" not in said
+    assert "could not be undone" in said
+
+
+def test_interrupted_exits_128_plus_the_signal():
+    assert Interrupted(signal.SIGINT, "x").exit_code == 130
+    assert Interrupted(signal.SIGHUP, "x").exit_code == 129
