@@ -9,6 +9,7 @@ forever"); kernel/cgroup/pids.c pids_max_write: a limit above PID_MAX_LIMIT is E
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -39,19 +40,34 @@ def test_the_kernel_refuses_pids_above_pid_max_limit():
             os.close(fd)
 
 
+def _pod_limiting_memory_to(limit: int) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "wrapped", "uid": "0f6e1d5c-0000-4000-8000-00000000000a"},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {
+            "cpu": "1", "memory": str(limit)}}}]},
+    }  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    ("capacity", "expect"),
+    ("capacity", "pod_memory", "expect"),
     [
-        (f"cpu=2,memory={WRAPPED},pid=4096", "9223372036854771712 (PAGE_COUNTER_MAX pages)"),
-        ("cpu=2,memory=1Gi,pid=4194305", "between 0 and 4194304 (PID_MAX_LIMIT)"),
+        # a planned capacity is bounded to int64 before any kernel range (an int64 is what the
+        # kubelet holds): a pod's limit is what can still reach the kernel's wrap
+        ("cpu=2,memory=1Gi,pid=4096", WRAPPED, "9223372036854771712 (PAGE_COUNTER_MAX pages)"),
+        ("cpu=2,memory=1Gi,pid=4194305", None, "between 0 and 4194304 (PID_MAX_LIMIT)"),
     ],
 )
-def test_setup_refuses_what_the_kernel_would_wrap_or_refuse(tmp_path, capacity, expect):
+def test_setup_refuses_what_the_kernel_would_wrap_or_refuse(tmp_path, capacity, pod_memory, expect):
     before = sorted(str(p) for p, _, _ in os.walk(CGROUP_ROOT))
+    pods = []
+    if pod_memory is not None:
+        (tmp_path / "pods.json").write_text(json.dumps(_pod_limiting_memory_to(pod_memory)))
+        pods = ["--pods", str(tmp_path / "pods.json")]
     run = subprocess.run(
         # a planned node of this capacity (planned.py): setup refuses --capacity for real
         [sys.executable, str(Path(__file__).with_name("planned.py")), capacity, "--", "setup",
-         "--state-dir", str(tmp_path / "state")],
+         "--state-dir", str(tmp_path / "state"), *pods],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert run.returncode == 2, run.stderr
