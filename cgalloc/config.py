@@ -33,6 +33,7 @@ from cgalloc.eviction import (
     quote,
 )
 from cgalloc.eviction import split_pair as split_eviction_pair
+from cgalloc.gostrconv import parse_go_int
 from cgalloc.loading import load_yaml_documents, read_bounded
 from cgalloc.quantity import MAX_BINARY_SI, Quantity, QuantityError
 from cgalloc.resources import (
@@ -329,30 +330,6 @@ def _fold_flag(f: Field, occurrences: Sequence[str], problems: list[str]) -> obj
     return last
 
 
-# strconv.ParseInt(s, 0, bits), as pflag's Int32Var/Int64Var call it: ASCII digits only, an
-# optional sign, a 0x/0o/0b prefix or a leading 0 for octal, "_" only between digits
-_GO_INT = re.compile(
-    r"[+-]?(?:0[xX](?:_?[0-9a-fA-F])+|0[bB](?:_?[01])+|0[oO](?:_?[0-7])+|0(?:_?[0-7])*"
-    r"|[1-9](?:_?[0-9])*)"
-)
-_GO_BASES = {"0x": 16, "0o": 8, "0b": 2}
-
-
-def parse_go_int(text: str, bits: int) -> int | str | None:
-    """``text`` as strconv.ParseInt(text, 0, bits + 1) reads it: the int, "range" when it
-    does not fit, None when it is not an integer."""
-    if not text.isascii() or not _GO_INT.fullmatch(text):
-        return None
-    body = text.lstrip("+-").replace("_", "")
-    prefix = body[:2].lower()
-    if prefix in _GO_BASES:
-        magnitude = int(body[2:], _GO_BASES[prefix])
-    else:
-        magnitude = int(body, 8 if body.startswith("0") else 10)  # "0755" is octal in Go
-    value = -magnitude if text.startswith("-") else magnitude
-    return value if -(1 << bits) <= value < (1 << bits) else "range"
-
-
 def _parse_gates(text: str, into: dict[str, bool]) -> str | None:
     """component-base ``featureGate.Set``: "A=true,B=false" into ``into``; the kubelet's error."""
     for item in text.split(","):
@@ -469,8 +446,14 @@ def _type_error(value: object, go_type: str) -> tuple[str, str] | None:
     if go_type in _INT_RANGES:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return _json_kind(value), go_type
+        if isinstance(value, float):
+            # json.Marshal writes an integral float64 below 1e21 as an integer literal, which
+            # decodes into an int (go-yaml makes "1e2" such a float); 1.5 or 1e+21 does not
+            if not (value.is_integer() and abs(value) < 1e21):
+                return f"number {value}", go_type
+            value = int(value)
         bits = _INT_RANGES[go_type]
-        if isinstance(value, float) or not -(1 << bits) <= value < (1 << bits):
+        if not -(1 << bits) <= value < (1 << bits):
             return f"number {value}", go_type
         return None
     expected = bool if go_type == "bool" else str
