@@ -166,3 +166,15 @@ def test_tiny_eviction_percentage_exponent_is_quick(tmp_path, capsys):
     )
     assert time.monotonic() - started < 5
     assert code == 0, err
+
+
+@pytest.mark.parametrize("command", ["setup", "stats", "verify", "teardown"])
+def test_an_empty_cgroupfs_is_refused_not_taken_as_the_working_directory(capsys, command):
+    # "" named the cwd: setup planned "sys/fs/cgroup/cpu/kubepods" relative to it
+    node = [] if command == "teardown" else CAP  # teardown takes no node inputs
+    code, out, err = run_cli(capsys, command, *node, "--cgroupfs", "")
+    assert code == 2 and out == "", err
+    assert err == (
+        "cgalloc: --cgroupfs '' names no directory; give where the cgroup hierarchy is "
+        "mounted, such as /sys/fs/cgroup.\n"
+    )

@@ -3,9 +3,23 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 TREE_PANEL = "Tree options"
+
+
+def _mount_path(value: str) -> str:
+    # "" named the working directory: a plan of relative paths, and writes below the cwd
+    if not value or "\x00" in value:
+        from cgalloc.errors import InputError
+
+        raise InputError(
+            f"--cgroupfs {value!r} names no directory; give where the cgroup hierarchy is "
+            "mounted, such as /sys/fs/cgroup."
+        )
+    return os.path.abspath(value)
 
 
 def cgroupfs_option() -> typer.models.OptionInfo:
@@ -15,6 +29,7 @@ def cgroupfs_option() -> typer.models.OptionInfo:
         metavar="PATH",
         help="Where the cgroup hierarchy is mounted (a v2 mount or the v1 controllers' parent).",
         rich_help_panel=TREE_PANEL,
+        callback=_mount_path,
     )
 
 
