@@ -439,13 +439,15 @@ VALUE_FIELDS = {
     "kube-reserved": "--kube-reserved",
     "system-reserved": "--system-reserved",
 }
+# a file whose value comes from another field than its cgroup's role says
+FILE_FIELDS = {("pod", "pids.max"): "podPidsLimit (--pod-max-pids)"}
 
 
 def _value_problem(d, file: str, value: str) -> str | None:
     accepted = value_problem(file, value)
     if accepted is None:
         return None
-    fld = VALUE_FIELDS.get(d.role, d.role)
+    fld = FILE_FIELDS.get((d.role, file)) or VALUE_FIELDS.get(d.role, d.role)
     shown = value if len(value) <= 40 else f"{value[:20]}...({len(value)} characters)"
     return (
         f"{fld}: {file} {shown} for /{d.path} is outside the kernel's range; accepted: {accepted}."

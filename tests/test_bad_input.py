@@ -90,6 +90,13 @@ CASES = [
      lambda t: ["--capacity", f"cpu=4,memory={10**309}"], "is more than a 64-bit count holds"),
     ("pids above PID_MAX_LIMIT", lambda t: ["--capacity", "cpu=4,memory=8Gi,pid=4194305"],
      "between 0 and 4194304 (PID_MAX_LIMIT)"),
+    # the pod's pids.max is podPidsLimit's, not the pods list's (it named --pods before)
+    ("pod pids above PID_MAX_LIMIT",
+     lambda t: [*CAP, "--pod-max-pids", "99999999", "--pods", _pods(t, {
+         "apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "x", "uid": "0f6e1d5c-0000-4000-8000-000000000001"},
+         "spec": {"containers": [{"name": "c"}]}})],
+     "cgalloc: podPidsLimit (--pod-max-pids): pids.max 99999999 for /"),
     ("pod memory limit >= 2^64",
      lambda t: [*CAP, "--pods", _pods(t, {
          "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", "uid": "x"},
