@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import signal
 import threading
@@ -386,7 +387,7 @@ def _interrupt(state, record, result, created, roots, switches, units, signo: in
     :class:`Interrupted` (exit 128 + signo). The guard is still in place: a signal during the
     rollback is recorded and ignored."""
     why = f"setup interrupted by {signal_name(signo)}"
-    error = lambda message: Interrupted(signo, message)  # noqa: E731
+    error = functools.partial(Interrupted, signo)
     _abort(state, record, result, created, roots, switches, units, why, error, None)
 
 

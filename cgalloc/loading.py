@@ -9,6 +9,7 @@ bytes that are not UTF-8).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -26,41 +27,39 @@ def _yaml():  # imported here, not at the top: commands without an input file ne
     return yaml
 
 
-_LOADERS: dict[object, type] = {}
 GO_SCALAR_TAG = "tag:cgalloc,2026:go-yaml-scalar"
 _REPLACED_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float")}
 
 
+@functools.cache
 def _loader(yaml):
     """YAML's safe loader (libyaml's parser when built in: the pure-Python one is ~10x slower
     on large pods lists) with bools, ints and floats resolved as the kubelet's go-yaml v2
     resolves them (:func:`cgalloc.gostrconv.go_yaml_scalar`), not by PyYAML's YAML 1.1 rules:
     "cpu: 1e3" is a number to the kubelet, which then refuses it where a string belongs."""
-    if yaml not in _LOADERS:
-        from cgalloc.gostrconv import GO_YAML_WORDS, go_yaml_scalar
+    from cgalloc.gostrconv import GO_YAML_WORDS, go_yaml_scalar
 
-        base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-        class GoYamlLoader(base):  # type: ignore[misc,valid-type]
-            pass
+    class GoYamlLoader(base):  # type: ignore[misc,valid-type]
+        pass
 
-        GoYamlLoader.yaml_implicit_resolvers = {
-            first: [(tag, rx) for tag, rx in resolvers if tag not in _REPLACED_TAGS]
-            for first, resolvers in base.yaml_implicit_resolvers.items()
-        }
+    GoYamlLoader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag not in _REPLACED_TAGS]
+        for first, resolvers in base.yaml_implicit_resolvers.items()
+    }
 
-        words = "|".join(re.escape(w) for w in GO_YAML_WORDS)
-        # after the timestamp resolver (go-yaml also tries a timestamp first)
-        GoYamlLoader.add_implicit_resolver(
-            GO_SCALAR_TAG,
-            re.compile(rf"^(?:[-+0-9.].*|{words})$", re.DOTALL),
-            list("-+0123456789.yYnNtTfFoO"),
-        )
-        GoYamlLoader.add_constructor(
-            GO_SCALAR_TAG, lambda loader, node: go_yaml_scalar(loader.construct_scalar(node))
-        )
-        _LOADERS[yaml] = GoYamlLoader
-    return _LOADERS[yaml]
+    words = "|".join(re.escape(w) for w in GO_YAML_WORDS)
+    # after the timestamp resolver (go-yaml also tries a timestamp first)
+    GoYamlLoader.add_implicit_resolver(
+        GO_SCALAR_TAG,
+        re.compile(rf"^(?:[-+0-9.].*|{words})$", re.DOTALL),
+        list("-+0123456789.yYnNtTfFoO"),
+    )
+    GoYamlLoader.add_constructor(
+        GO_SCALAR_TAG, lambda loader, node: go_yaml_scalar(loader.construct_scalar(node))
+    )
+    return GoYamlLoader
 
 
 class NotRegularFile(OSError):

@@ -324,17 +324,23 @@ class StateDir:
         self.earlier_boot = bool(self.boot) and any(b != self.boot for b in boots)
         return self.earlier_boot
 
+    def _read_state_file(self, name: str) -> bytes | None:
+        """The bytes of state file ``name``, None when it is missing; a file that is not a
+        regular one, cannot be read or is larger than STATE_FILE_LIMIT is refused."""
+        try:
+            raw = read_regular(self._file(name), STATE_FILE_LIMIT)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise self._broken(name, exc.strerror or str(exc)) from exc
+        if len(raw) > STATE_FILE_LIMIT:
+            raise self._broken(name, f"it is larger than {STATE_FILE_LIMIT >> 20} MiB")
+        return raw
+
     def _read_record(self) -> Record:
         rec = Record()
-        try:
-            raw = read_regular(self._file(RECORD_NAME), STATE_FILE_LIMIT)
-        except FileNotFoundError:
-            raw = None
-        except OSError as exc:
-            raise self._broken(RECORD_NAME, exc.strerror or str(exc)) from exc
+        raw = self._read_state_file(RECORD_NAME)
         if raw is not None:
-            if len(raw) > STATE_FILE_LIMIT:
-                raise self._broken(RECORD_NAME, f"it is larger than {STATE_FILE_LIMIT >> 20} MiB")
             try:
                 rec = Record.from_json(json.loads(raw.decode("utf-8")))
             except UnicodeDecodeError as exc:
@@ -367,14 +373,9 @@ class StateDir:
         self.discard_journal()
 
     def _read_journal(self) -> list[dict]:
-        try:
-            raw = read_regular(self._file(JOURNAL_NAME), STATE_FILE_LIMIT)
-        except FileNotFoundError:
+        raw = self._read_state_file(JOURNAL_NAME)
+        if raw is None:
             return []
-        except OSError as exc:
-            raise self._broken(JOURNAL_NAME, exc.strerror or str(exc)) from exc
-        if len(raw) > STATE_FILE_LIMIT:
-            raise self._broken(JOURNAL_NAME, f"it is larger than {STATE_FILE_LIMIT >> 20} MiB")
         lines = raw.split(b"\n")
         entries = []
         for i, line in enumerate(lines):

@@ -38,20 +38,29 @@ def test_ctrl_c_during_stats_watch_is_130_and_one_sentence(tmp_path):
     assert "Traceback" not in err and "Aborted" not in err
 
 
-def test_main_leaves_a_callers_own_sigint_handler_alone(capsys):
-    from cgalloc.cli import main
+def test_main_leaves_a_callers_own_sigint_handler_alone():
+    from cgalloc.cli import _sigint_as_error
 
     def mine(signo, frame):
         raise AssertionError("not called")
 
     old = signal.signal(signal.SIGINT, mine)
     try:
-        main(["--version"])
-    except SystemExit:
-        pass
-    finally:
+        assert _sigint_as_error() is None  # not installed over a handler of the caller's
         assert signal.getsignal(signal.SIGINT) is mine
+    finally:
         signal.signal(signal.SIGINT, old)
+
+
+def test_main_answers_ctrl_c_over_pythons_default_handler():
+    from cgalloc.cli import _on_sigint, _sigint_as_error
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    try:
+        assert _sigint_as_error() is signal.default_int_handler
+        assert signal.getsignal(signal.SIGINT) is _on_sigint
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def test_a_late_signal_with_undo_kept_does_not_say_the_tree_is_as_planned():
