@@ -485,8 +485,9 @@ def check_managed(root: str, record: Record) -> None:
             where = os.path.join(mount, path)
             bad.append(f"  {what} {where!r}" if _unsafe(where) else f"  {what} {where}")
     bad += [
-        f"  changed file {f!r} of {os.path.join(m, p)}"
-        for m, p, f in sorted([*record.changed, *record.written])
+        f"  {kind} file {f!r} of {os.path.join(m, p)}"
+        for kind, files in (("changed", record.changed), ("written", record.written))
+        for m, p, f in sorted(files)
         if not f or "/" in f or f.startswith(".") or _unsafe(f)
     ]
     if bad:

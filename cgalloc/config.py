@@ -583,6 +583,22 @@ def _defaulted_eviction(doc: dict) -> dict:
     return doc
 
 
+def dropin_root_note(directory: str) -> str | None:
+    """A warning when ``directory`` is a symlink: WalkDir does not follow the root either, so
+    the kubelet loads none of the drop-ins behind it, without a word."""
+    try:
+        is_link = stat.S_ISLNK(os.lstat(directory).st_mode)
+    except OSError:
+        return None  # the walk reports it
+    if not is_link or os.path.basename(directory).endswith(DROPIN_SUFFIX):
+        return None  # a "*.conf" root is loaded as a file, and fails there if it is none
+    return (
+        f"--config-dir {directory} is a symlink, which the kubelet's walk (filepath.WalkDir)"
+        " does not follow: none of the drop-ins in it is loaded; give the directory it points"
+        " to, or end the path with '/'."
+    )
+
+
 def config_file_layer(
     config: str | None, config_dir: str | None, problems: list[str]
 ) -> dict[str, object]:

@@ -20,7 +20,7 @@ def parse_go_int(text: str, bits: int) -> int | str | None:
     """``text`` as strconv.ParseInt(text, 0, bits + 1) reads it: the int, "range" when it
     does not fit, None when it is not an integer."""
     if not text.isascii() or not _GO_INT.fullmatch(text):
-        return None
+        return "range" if _overflows_first(text, bits) else None
     body = text.lstrip("+-").replace("_", "")
     prefix = body[:2].lower()
     if prefix in _GO_BASES:
@@ -29,6 +29,32 @@ def parse_go_int(text: str, bits: int) -> int | str | None:
         magnitude = int(body, 8 if body.startswith("0") else 10)  # "0755" is octal in Go
     value = -magnitude if text.startswith("-") else magnitude
     return value if -(1 << bits) <= value < (1 << bits) else "range"
+
+
+def _overflows_first(text: str, bits: int) -> bool:
+    """Whether ParseUint's digit loop, which stops at the first problem, meets one past
+    2^(bits + 1) - 1 before a byte that is no digit: Go then says "out of range", not
+    "invalid syntax" ("99999999999x" for an int32)."""
+    s = text[1:] if text[:1] in ("+", "-") else text
+    base = 10
+    if s[:1] == "0":
+        prefix = s[:2].lower()
+        if len(s) >= 3 and prefix in _GO_BASES:
+            base, s = _GO_BASES[prefix], s[2:]
+        else:
+            base, s = 8, s[1:]
+    limit, n = (1 << (bits + 1)) - 1, 0
+    for byte in s.encode("utf-8", "surrogatepass"):  # Go ranges over the bytes
+        if byte == 0x5F:  # "_": its placement is judged after the loop, as syntax
+            continue
+        char = chr(byte).lower()
+        digit = int(char, 36) if char.isascii() and char.isalnum() else 99
+        if digit >= base:
+            return False
+        n = n * base + digit
+        if n > limit:
+            return True
+    return False
 
 
 # go-yaml v2 resolve.go (sigs.k8s.io/yaml's YAMLToJSON decodes with it): a plain scalar that

@@ -106,7 +106,9 @@ class Record:
     @classmethod
     def from_json(cls, data: object) -> Record:
         """The record from its JSON form; ValueError saying what is wrong with its shape."""
-        if not isinstance(data, dict) or data.get("version") != RECORD_VERSION:
+        # type first: JSON's true and 1.0 compare equal to 1 in Python, not in the record
+        version = data.get("version") if isinstance(data, dict) else None
+        if type(version) is not int or version != RECORD_VERSION:
             raise ValueError(f"it is not a cgalloc record of version {RECORD_VERSION}")
         rec = cls()
         rec.created = {(m, p) for m, p in _rows(data, "created", (str, str))}

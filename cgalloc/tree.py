@@ -36,6 +36,11 @@ KUBEPODS = "kubepods"
 POD_PREFIX = "pod"
 QOS_CLASSES = ("guaranteed", "burstable", "besteffort")
 DRIVERS = ("cgroupfs", "systemd")
+# systemd's slice_name_is_valid (src/basic/unit-name.c): a plain unit name, so VALID_CHARS
+# (no '@') and shorter than UNIT_NAME_MAX. The systemd driver asks systemd for every slice it
+# names, so a name outside these fails there, midway, instead of here.
+_UNIT_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ:-_.\\")
+UNIT_NAME_MAX = 256
 
 
 class CgroupNameError(ValueError):
@@ -87,12 +92,30 @@ def to_systemd(name: CgroupName) -> str:
     return expand_slice("-".join(p.replace("-", "_") for p in name.parts) + SLICE_SUFFIX)
 
 
+def unit_name_problem(name: str) -> str | None:
+    """Why systemd refuses ``name`` as a slice (a plain unit name: no '@'), or None."""
+    bad = next((c for c in name if c not in _UNIT_CHARS), None)
+    if bad is not None:
+        return (
+            f"holds {bad!r}, which systemd refuses in a unit name (it takes letters, digits"
+            " and : - _ . \\)"
+        )
+    if len(name) >= UNIT_NAME_MAX:
+        return f"has {len(name)} characters; a systemd unit name has at most {UNIT_NAME_MAX - 1}"
+    return None
+
+
 def expand_slice(slice_name: str) -> str:
     """ExpandSlice: "a-b-c.slice" → "/a.slice/a-b.slice/a-b-c.slice"; "-.slice" → "/"."""
-    if not slice_name.endswith(SLICE_SUFFIX) or len(slice_name) == len(SLICE_SUFFIX):
+    if not slice_name.endswith(SLICE_SUFFIX):
         raise CgroupNameError(f"invalid slice name {slice_name!r}: it must end in '.slice'")
+    if slice_name == SLICE_SUFFIX:
+        raise CgroupNameError("invalid slice name '.slice': it has no name before '.slice'")
     if "/" in slice_name:
         raise CgroupNameError(f"invalid slice name {slice_name!r}: it must not contain '/'")
+    problem = unit_name_problem(slice_name)
+    if problem:
+        raise CgroupNameError(f"invalid slice name {slice_name!r}: it {problem}")
     stem = slice_name[: -len(SLICE_SUFFIX)]
     if stem == "-":
         return "/"
@@ -179,6 +202,10 @@ def kubelet_systemd_name(value: str) -> CgroupName:
     parts = tuple(p.replace("_", "-") for p in stem.split("-"))
     if parts == ("", ""):  # "-.slice"
         return ROOT
+    if not stem:
+        raise CgroupNameError(
+            "slice name '.slice' has no name before '.slice', which ExpandSlice refuses"
+        )
     if "" in parts:
         raise CgroupNameError(
             f"slice name {stem + SLICE_SUFFIX!r} has an empty component between '-' separators,"

@@ -117,6 +117,13 @@ CASES = [
      lambda t: [*CAP, "--cgroup-root", "/top", "--enforce", "pods,kube-reserved",
                 "--kube-reserved", "cpu=1", "--kube-reserved-cgroup", "/top"],
      "must not be an ancestor of kubepods (/top/kubepods)"),
+    # systemd's slice_name_is_valid (src/basic/unit-name.c): the driver would ask systemd for
+    # the slice midway and be refused
+    ("systemd slice name systemd refuses",
+     lambda t: [*CAP, "--cgroup-driver", "systemd", "--systemd", "no", "--enforce",
+                "pods,kube-reserved", "--kube-reserved", "cpu=1",
+                "--kube-reserved-cgroup", "/kube reserved.slice"],
+     "invalid slice name 'kube reserved.slice': it holds ' ', which systemd refuses"),
     ("kube-reserved equal to the cgroup root",
      lambda t: [*CAP, "--enforce", "pods,kube-reserved", "--kube-reserved", "cpu=1",
                 "--kube-reserved-cgroup", "/"],

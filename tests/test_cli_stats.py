@@ -203,6 +203,9 @@ def test_watch_follows_pods_that_appear(capsys, v2_tree, monkeypatch):
     [
         (["--watch", "0"], "--watch must be a number of seconds greater than 0"),
         (["--count", "-1"], "--count must be a whole number of refreshes, 0 or more."),
+        # one mode's option given in the other was ignored without a word
+        (["--count", "2"], "--count counts --watch refreshes; give --watch SECONDS with it."),
+        (["--watch", "1", "--interval", "0"], "--interval is the one-shot read's sampling gap"),
         (["--kubelet-cgroups", "kubelet"], "--kubelet-cgroups must be an absolute cgroup path"),
     ],
 )

@@ -178,6 +178,25 @@ def test_the_root_is_lstat_ed_as_walkdir_does(tmp_path):
     ]
 
 
+def test_a_symlinked_root_is_loaded_as_the_kubelet_loads_it_with_a_warning(tmp_path, capsys):
+    """As above the kubelet loads nothing through a symlinked root, silently; cgalloc does the
+    same and says so on stderr, so the operator sees why the drop-ins had no effect."""
+    drop = tmp_path / "conf.d"
+    dropin(drop / "10.conf", 'kubeReserved: {cpu: "1"}\n')
+    (tmp_path / "link.d").symlink_to(drop, target_is_directory=True)
+    code, out, err = run_cli(capsys, "kubelet-config", "--config-dir", str(tmp_path / "link.d"))
+    assert code == 0, err
+    assert "kubeReserved" not in out
+    assert err == (
+        f"cgalloc: warning: --config-dir {tmp_path / 'link.d'} is a symlink, which the kubelet's"
+        " walk (filepath.WalkDir) does not follow: none of the drop-ins in it is loaded; give"
+        " the directory it points to, or end the path with '/'.\n"
+    )
+    for given in (f"{tmp_path / 'link.d'}/", str(drop)):  # no warning where it loads
+        code, out, err = run_cli(capsys, "kubelet-config", "--config-dir", given)
+        assert (code, err) == (0, "") and "cpu: '1'" in out, (out, err)
+
+
 def test_the_walk_is_bounded_in_entries(tmp_path):
     """cmd/kubelet/app/server.go mergeKubeletConfigurations walks without bound; cgalloc refuses
     more than DROPIN_MAX_ENTRIES files and directories in the whole tree."""

@@ -48,6 +48,17 @@ from cgalloc.config import parse_go_int
         ("1e3", 31, None),
         ("١٢", 31, None),  # Arabic-Indic digits: Python's int() takes them, Go does not
         ("１２", 31, None),  # fullwidth
+        # ParseUint's loop stops at its first problem (atoi.go): an overflow met before the
+        # byte that is no digit is ErrRange, one after it ErrSyntax; the unsigned loop allows
+        # up to 2^32 - 1 for an int32, so ParseInt's own signed bound comes only after it
+        ("99999999999x", 31, "range"),
+        ("4294967296x", 31, "range"),
+        ("2147483648x", 31, None),
+        ("9x99999999999", 31, None),
+        ("-99999999999x", 31, "range"),
+        ("0x1_FFFF_FFFF_", 31, "range"),
+        ("2147483648_", 31, None),
+        ("99999999999999999999 ", 63, "range"),
     ],
 )
 def test_parse_go_int_is_strconv_parse_int_base_0(text, bits, want):

@@ -175,6 +175,22 @@ def test_uninstall_removes_what_it_wrote_and_keeps_config_and_foreign_dropins(ca
     assert install(capsys, tmp_path, "--uninstall")[1].strip() == "nothing to change"
 
 
+@pytest.mark.parametrize(
+    ("args", "given"),
+    [(["--", *SYSTEMD_ARGS], "SETUP-ARGS"), (["--daemons", "kubelet"], "--daemons")],
+)
+def test_uninstall_refuses_install_arguments_and_removes_nothing(capsys, tmp_path, args, given):
+    # they were ignored: an operator meaning to change the arguments lost the unit instead
+    assert install(capsys, tmp_path, "--daemons", "kubelet", "--", *SYSTEMD_ARGS)[0] == 0
+    before = files(tmp_path)
+    code, out, err = install(capsys, tmp_path, "--uninstall", *args)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"cgalloc: --uninstall removes what install-unit wrote and takes no {given}; drop them.\n"
+    )
+    assert files(tmp_path) == before
+
+
 def test_root_must_be_a_directory(capsys, tmp_path):
     code, _, err = install(capsys, tmp_path / "missing")
     assert code == 2

@@ -131,6 +131,9 @@ def tree(tmp_path, monkeypatch):
         ("owned.json", b'{"version": 1, "enabled": [["/x", "a", "cpu"]]}', "'enabled' entries"),
         ("owned.json", b"[1, 2]", "it is not a cgalloc record of version 1"),
         ("owned.json", b'{"version": 7}', "it is not a cgalloc record of version 1"),
+        # JSON's true and 1.0 equal 1 in Python; cgalloc writes the integer 1
+        ("owned.json", b'{"version": true}', "it is not a cgalloc record of version 1"),
+        ("owned.json", b'{"version": 1.0}', "it is not a cgalloc record of version 1"),
         ("journal.jsonl", b"\x00\x01\x02\n\xff\n{}\n", "line 1 is not a cgalloc journal entry"),
         ("journal.jsonl", b'{"kind": "rm -rf", "mount": "/", "path": ""}\n', "line 1 is"),
     ],
@@ -240,6 +243,17 @@ def test_teardown_refuses_a_record_naming_cgroups_outside_the_tree(
     assert lines[0].startswith("cgalloc: --state-dir: the record names cgroups outside the tree")
     assert len(lines) == 2 and lines[1].startswith("cgalloc:   ")
     assert snapshot(tree) == before and snapshot(outside) == victim
+
+
+@pytest.mark.parametrize("kind", ["changed", "written"])
+def test_a_bad_file_name_in_the_record_is_named_by_its_kind(tree, tmp_path, capsys, kind):
+    # a written file was reported as a "changed file"
+    entry = [str(tree), "kubepods", "memory.max\nx"] + (["1"] if kind == "changed" else [])
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "owned.json").write_text(json.dumps({"version": 1, kind: [entry]}))
+    code, _out, err = run_cli(capsys, "teardown", "--cgroupfs", str(tree), *_state(tmp_path))
+    assert code == 2, err
+    assert _refusal(err)[1] == f"cgalloc:   {kind} file 'memory.max\\nx' of {tree}/kubepods"
 
 
 @pytest.mark.parametrize("command", READERS.values(), ids=READERS.keys())

@@ -63,13 +63,20 @@ def test_expand_slice():
     assert expand_slice("a-b-c.slice") == "/a.slice/a-b.slice/a-b-c.slice"
     assert expand_slice("system.slice") == "/system.slice"
     assert expand_slice("-.slice") == "/"
+    assert expand_slice("x" * 249 + ".slice") == "/" + "x" * 249 + ".slice"  # 255: the most
+    assert expand_slice("a:b_c\\x2d.slice") == "/a:b_c\\x2d.slice"
     for bad, reason in [
         ("a--b.slice", "empty component"),
         ("-a.slice", "empty component"),
         ("a-.slice", "empty component"),
         ("kubelet.service", "must end in '.slice'"),
-        (".slice", "must end in '.slice'"),
+        (".slice", "it has no name before '.slice'"),
         ("a/b.slice", "must not contain '/'"),
+        # systemd src/basic/unit-name.c slice_name_is_valid: unit_name_is_valid(name,
+        # UNIT_NAME_PLAIN), i.e. only VALID_CHARS (no '@' in a slice) and < UNIT_NAME_MAX (256)
+        ("a b.slice", "holds ' ', which systemd refuses in a unit name"),
+        ("getty@tty1.slice", "holds '@', which systemd refuses in a unit name"),
+        ("x" * 250 + ".slice", "has 256 characters; a systemd unit name has at most 255"),
     ]:
         with pytest.raises(CgroupNameError, match=re.escape(reason)):
             expand_slice(bad)
@@ -135,9 +142,13 @@ def test_reserved_cgroup_paths_systemd():
         ("/", "root cgroup"),
         ("-.slice", "root cgroup"),
         ("a--b.slice", "empty component"),
+        (".slice", "slice name '.slice' has no name before '.slice'"),
     ]:
         with pytest.raises(CgroupNameError, match=re.escape(reason)):
             reserved_cgroup_path(bad, sd)
+    # the kubelet's name for a unit path, /my svc.service.slice, is what systemd refuses
+    with pytest.raises(CgroupNameError, match=re.escape("'my svc.service.slice': it holds ' '")):
+        kubelet_reserved_path("/system.slice/my svc.service", sd)
 
 
 @pytest.mark.parametrize(

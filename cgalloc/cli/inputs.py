@@ -21,7 +21,8 @@ from typer.core import TyperCommand
 
 from cgalloc import versions
 from cgalloc.capacity import read_capacity
-from cgalloc.config import BOOL_WORDS, BY_FLAG, NodeConfig, load_node_config
+from cgalloc.cli.render import warn
+from cgalloc.config import BOOL_WORDS, BY_FLAG, NodeConfig, dropin_root_note, load_node_config
 from cgalloc.errors import InputError
 from cgalloc.resources import ResourceList
 
@@ -290,12 +291,15 @@ class NodeInputs(NamedTuple):
 
     def load_config(self) -> NodeConfig:
         """The merged, validated NodeConfig; raises InputError with every problem."""
-        return load_node_config(
+        cfg = load_node_config(
             self.flags,
             config=self.config,
             config_dir=self.config_dir,
             node_config=self.node_config,
         )
+        note = dropin_root_note(self.config_dir) if self.config_dir else None
+        warn([note] if note else [])
+        return cfg
 
     def load(self) -> tuple[NodeConfig, ResourceList]:
         """``(NodeConfig, capacity)``: this host's capacity with ``--capacity`` applied."""

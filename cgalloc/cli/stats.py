@@ -237,10 +237,11 @@ def register(app: typer.Typer) -> None:
         count: int = typer.Option(
             0, "--count", metavar="N", help="With --watch: stop after N refreshes (0 = never)."
         ),
-        interval: float = typer.Option(
-            1.0, "--interval", metavar="SECONDS",
+        interval: float | None = typer.Option(
+            None, "--interval", metavar="SECONDS",
             help="Without --watch: seconds between the two samples the CPU rate"
-            " (usageNanoCores) is taken from; 0 reads once and leaves the rate out.",
+            " (usageNanoCores) is taken from; 0 reads once and leaves the rate out."
+            "  [default: 1]",
         ),
         kubelet_cgroups: str = typer.Option(
             "", "--kubelet-cgroups", metavar="CGROUP",
@@ -282,6 +283,15 @@ def register(app: typer.Typer) -> None:
         _positive(watch, "--watch")
         if count < 0:
             raise InputError("--count must be a whole number of refreshes, 0 or more.")
+        # each belongs to one mode: given in the other it would be ignored without a word
+        if count and watch is None:
+            raise InputError("--count counts --watch refreshes; give --watch SECONDS with it.")
+        if interval is not None and watch is not None:
+            raise InputError(
+                "--interval is the one-shot read's sampling gap; with --watch the rate is taken"
+                " over the --watch period (drop --interval)."
+            )
+        interval = 1.0 if interval is None else interval
         if not 0 <= interval <= MAX_SECONDS:  # also false for nan
             raise InputError(
                 f"--interval must be a number of seconds from 0 to {MAX_SECONDS}, such as 1."
