@@ -106,6 +106,42 @@ def _resource_list(value: object, where: str, key: str, problems: _Problems) -> 
     return out
 
 
+def _overcommit_allowed(name: str) -> bool:
+    """v1helper.IsOvercommitAllowed: a native resource (no domain, or kubernetes.io/) that is
+    not hugepages; the others (hugepages, extended resources) must request their limit."""
+    return ("/" not in name or "kubernetes.io/" in name) and not is_hugepages(name)
+
+
+def _check_requests(
+    requests: ResourceList, limits: ResourceList, at: str, where: str, problems: _Problems
+) -> None:
+    """ValidateResourceRequirements (pkg/apis/core/validation/validation.go), which the API
+    server runs on every pod and the kubelet on every static pod (config/common.go
+    tryDecodeSinglePod, ValidatePodCreate: it skips the manifest): a request above its limit,
+    or a request of a resource that cannot be overcommitted that is not its limit."""
+    for name, request in requests.items():
+        limit = limits.get(name)
+        if limit is None:
+            if not _overcommit_allowed(name):
+                problems.add(
+                    where,
+                    f"{at}.limits: Required value: Limit must be set for non overcommitable"
+                    f" resources ({name}).",
+                )
+        elif request != limit and not _overcommit_allowed(name):
+            problems.add(
+                where,
+                f'{at}.requests: Invalid value: "{request}": must be equal to {name} limit'
+                f" of {limit}.",
+            )
+        elif request > limit:
+            problems.add(
+                where,
+                f'{at}.requests: Invalid value: "{request}": must be less than or equal to'
+                f" {name} limit of {limit}.",
+            )
+
+
 def _containers(spec: dict, key: str, where: str, problems: _Problems) -> tuple[Container, ...]:
     items = spec.get(key) or []
     if not isinstance(items, list):
@@ -126,15 +162,13 @@ def _containers(spec: dict, key: str, where: str, problems: _Problems) -> tuple[
                 f"{at}.restartPolicy {policy!r} is not allowed; use Always on an init"
                 " container or leave it out.",
             )
+        requests = _resource_list(
+            resources.get("requests"), where, f"{at}.resources.requests", problems
+        )
+        limits = _resource_list(resources.get("limits"), where, f"{at}.resources.limits", problems)
+        _check_requests(requests, limits, f"{at}.resources", where, problems)
         out.append(
-            Container(
-                str(item.get("name", "")),
-                _resource_list(
-                    resources.get("requests"), where, f"{at}.resources.requests", problems
-                ),
-                _resource_list(resources.get("limits"), where, f"{at}.resources.limits", problems),
-                restartable=policy == "Always",
-            )
+            Container(str(item.get("name", "")), requests, limits, restartable=policy == "Always")
         )
     return tuple(out)
 
@@ -181,6 +215,7 @@ def parse_pod(doc: dict, where: str, problems: _Problems, static_file: bool = Fa
         res = _mapping(spec.get("resources"), where, "spec.resources", problems)
         pod_req = _resource_list(res.get("requests"), where, "spec.resources.requests", problems)
         pod_lim = _resource_list(res.get("limits"), where, "spec.resources.limits", problems)
+        _check_requests(pod_req, pod_lim, "spec.resources", where, problems)
     qos = status.get("qosClass") or ""
     if qos and qos not in QOS_CLASSES:
         problems.add(where, f"status.qosClass {qos!r} is not one of {', '.join(QOS_CLASSES)}.")

@@ -138,6 +138,74 @@ def test_bad_pod_is_refused_naming_the_field(tmp_path, doc, problem):
     )
 
 
+def _res(requests: dict | None = None, limits: dict | None = None) -> dict:
+    out = {}
+    if requests is not None:
+        out["requests"] = requests
+    if limits is not None:
+        out["limits"] = limits
+    return out
+
+
+# pkg/apis/core/validation/validation_test.go TestValidateResourceRequirements: its success
+# cases ("Resources with Requests equal to Limits", "... with only Limits" (my.org/resource),
+# "... with only Requests", "... with Requests Less Than Limits") and error cases ("Resources
+# with Requests Larger Than Limits", a hugepages request not equal to its limit, an extended
+# resource requested without a limit), which ValidatePodCreate applies to a static pod
+# (pkg/kubelet/config/common.go tryDecodeSinglePod) and the API server to every pod.
+@pytest.mark.parametrize(
+    ("resources", "problem"),
+    [
+        (_res({"cpu": "10", "memory": "10G"}, {"cpu": "10", "memory": "10G"}), None),
+        (_res(None, {"cpu": "10", "memory": "10G", "my.org/resource": "10"}), None),
+        (_res({"cpu": "10", "memory": "10G"}), None),
+        (_res({"cpu": "9", "memory": "9G"}, {"cpu": "10", "memory": "10G"}), None),
+        (_res({"hugepages-2Mi": "4Mi"}, {"hugepages-2Mi": "4Mi", "memory": "1Gi"}), None),
+        (_res({"kubernetes.io/x": "1"}), None),
+        (
+            _res({"cpu": "2000m"}, {"cpu": "1"}),
+            'spec.containers[0].resources.requests: Invalid value: "2": must be less than or'
+            " equal to cpu limit of 1.",
+        ),
+        (
+            _res({"memory": "10G"}, {"memory": "5G"}),
+            'spec.containers[0].resources.requests: Invalid value: "10G": must be less than or'
+            " equal to memory limit of 5G.",
+        ),
+        (
+            _res({"hugepages-2Mi": "2Mi"}, {"hugepages-2Mi": "4Mi", "memory": "1Gi"}),
+            'spec.containers[0].resources.requests: Invalid value: "2Mi": must be equal to'
+            " hugepages-2Mi limit of 4Mi.",
+        ),
+        (
+            _res({"my.org/resource": "1"}),
+            "spec.containers[0].resources.limits: Required value: Limit must be set for non"
+            " overcommitable resources (my.org/resource).",
+        ),
+    ],
+)
+def test_requests_against_limits_as_validate_resource_requirements(tmp_path, resources, problem):
+    doc = pod_doc("p", uid=UID(1), containers=[{"name": "c", "resources": resources}])
+    path = write(tmp_path / "p.yaml", [doc])
+    if problem is None:
+        assert len(load_pods([str(path)])) == 1
+        return
+    with pytest.raises(InputError) as err:
+        load_pods([str(path)])
+    assert err.value.problems == [f"--pods {path} pod ns/p: {problem}"]
+
+
+def test_pod_level_requests_above_limits_are_refused(tmp_path):
+    doc = pod_doc("p", uid=UID(1), resources=_res({"cpu": "2"}, {"cpu": "1"}))
+    path = write(tmp_path / "p.yaml", [doc])
+    with pytest.raises(InputError) as err:
+        load_pods([str(path)])
+    assert err.value.problems == [
+        f'--pods {path} pod ns/p: spec.resources.requests: Invalid value: "2": must be less'
+        " than or equal to cpu limit of 1."
+    ]
+
+
 def test_duplicate_uid_and_unreadable_input(tmp_path):
     path = write(tmp_path / "p.yaml", [pod_doc("a", "same"), pod_doc("b", "same")])
     with pytest.raises(InputError, match="pods ns/a and ns/b have the same UID same"):
