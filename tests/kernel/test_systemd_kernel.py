@@ -13,6 +13,9 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
+from cgalloc.systemd import Systemd, SystemdError
 from kernel.test_setup_kernel import NODE, cgalloc, listing
 from kernel.util import CGROUP_ROOT, read
 
@@ -255,3 +258,25 @@ def test_every_fresh_connection_answers_its_first_call():
         finally:
             client.close()
     assert paths == {"/org/freedesktop/systemd1/unit/system_2eslice"}
+
+
+@pytest.mark.parametrize("name", ["cgalloc test.slice", "cgalloc@test.slice"])
+def test_a_slice_name_systemd_refuses_is_exit_2_before_any_write(tmp_path, name):
+    """systemd src/basic/unit-name.c slice_name_is_valid: a slice is a plain unit name of
+    VALID_CHARS (no space, no '@'). systemd refuses these names when asked as cgalloc asks
+    (StartTransientUnit), so setup refuses them before it writes anything."""
+    client = Systemd()
+    try:
+        with pytest.raises(SystemdError, match="StartTransientUnit"):
+            client.start_slice(name, "cgalloc test", [])
+    finally:
+        client.close()
+        if systemctl("is-active", name).stdout.strip() == "active":  # the claim failed
+            systemctl("stop", name)
+    before = listing()
+    done = cgalloc("setup", *kube_reserved_at(f"/{name}"), "--state-dir", str(tmp_path / "s"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"invalid slice name {name!r}: it holds " in done.stderr
+    assert listing() == before
+    assert systemctl("is-active", "kubepods.slice").stdout.strip() != "active"
+    assert not (tmp_path / "s").exists()
