@@ -36,17 +36,23 @@ from cgalloc.core.records import READ_FLAGS
 from cgalloc.errors import CgallocError, HostError, InputError
 from cgalloc.kernel_ranges import name_problem, value_problem
 from cgalloc.pods import pod_cgroups
-from cgalloc.tree import desired_tree, expand_slice, naming_notes
+from cgalloc.tree import (
+    RESERVED_FLAGS,
+    RESERVED_ROLES,
+    desired_tree,
+    expand_slice,
+    naming_notes,
+    overlapping_reserved,
+    placement_problem,
+)
 
 # Controllers a node cannot be enforced without; others (cpuset, hugetlb) are skipped if absent.
 ESSENTIAL = ("cpu", "memory", "pids")
-RESERVED_ROLES = ("kube-reserved", "system-reserved")
 FIELDS = {
     "kubepods": "--cgroup-root (cgroupRoot)",
     "qos": "--cgroup-root (cgroupRoot)",
     "pod": "--pods",
-    "kube-reserved": "--kube-reserved-cgroup (kubeReservedCgroup)",
-    "system-reserved": "--system-reserved-cgroup (systemReservedCgroup)",
+    **RESERVED_FLAGS,
 }
 PAGE_SIZE = 4096
 USAGE_FILES = ("memory.current", "memory.usage_in_bytes")
@@ -374,19 +380,9 @@ def check_targets(desired: Sequence, mounts: dict[str, str], live: LiveTree) -> 
                 "(no '..', '.' or empty components)."
             )
             continue
-        inside = kubepods is not None and (d.path + "/").startswith(kubepods + "/")
-        if d.role in RESERVED_ROLES and inside:
-            problems.append(
-                f"{fld} /{d.path} must not be kubepods (/{kubepods}) or inside it; "
-                "give a cgroup outside the pods' tree, e.g. /system.slice."
-            )
-            continue
-        if d.role in RESERVED_ROLES and kubepods is not None and _within(kubepods, d.path):
-            # its limits would cap every pod as well as the reserved daemons
-            problems.append(
-                f"{fld} /{d.path} must not be an ancestor of kubepods (/{kubepods}); "
-                "give a cgroup beside the pods' tree, e.g. /system.slice."
-            )
+        placement = placement_problem(d.role, d.path, kubepods)
+        if placement:
+            problems.append(placement)
             continue
         for mount in each_mount:
             link = live.symlink_in(mount, parts)
@@ -394,36 +390,9 @@ def check_targets(desired: Sequence, mounts: dict[str, str], live: LiveTree) -> 
                 problems.append(
                     f"{fld} /{d.path} goes through the symlink {link}; give the real cgroup path."
                 )
-    problems += _overlapping_reserved(desired)
+    problems += overlapping_reserved({d.role: d.path for d in desired if d.role in RESERVED_ROLES})
     if problems:
         raise InputError(_distinct(problems))
-
-
-def _within(path: str, ancestor: str) -> bool:
-    """Whether ``path`` is below ``ancestor`` (not equal)."""
-    return path.startswith(ancestor + "/")
-
-
-def _overlapping_reserved(desired: Sequence) -> list[str]:
-    """kube-reserved and system-reserved must be two separate subtrees: the same cgroup would
-    get two sets of limits (flip-flopping on every run), one inside the other would cap it."""
-    paths = {d.role: d.path for d in desired if d.role in RESERVED_ROLES}
-    kube, system = paths.get("kube-reserved"), paths.get("system-reserved")
-    if kube is None or system is None:
-        return []
-    k, s = FIELDS["kube-reserved"], FIELDS["system-reserved"]
-    if kube == system:
-        relation = "the same cgroup as"
-    elif _within(kube, system):
-        relation = "inside"
-    elif _within(system, kube):
-        relation = "an ancestor of"
-    else:
-        return []
-    return [
-        f"{k} /{kube} must not be {relation} {s} /{system}; give each reservation its own "
-        "cgroup, e.g. /kube.slice and /system.slice."
-    ]
 
 
 def _shown(path: str) -> str:

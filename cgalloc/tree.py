@@ -12,7 +12,7 @@ creates and limits that cgroup, and for a unit path also limits the unit's real 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -308,6 +308,69 @@ def root_name(cgroup_root: str, driver: str) -> CgroupName:
 def driver_path(name: CgroupName, driver: str) -> str:
     """The absolute cgroup path of ``name`` under ``driver`` (the kubelet's ``Name()``)."""
     return to_systemd(name) if driver == "systemd" else to_cgroupfs(name)
+
+
+RESERVED_ROLES = ("kube-reserved", "system-reserved")
+# The reserved cgroups' flags as setup's placement refusals name them.
+RESERVED_FLAGS = {
+    "kube-reserved": "--kube-reserved-cgroup (kubeReservedCgroup)",
+    "system-reserved": "--system-reserved-cgroup (systemReservedCgroup)",
+}
+
+
+def _within(path: str, ancestor: str) -> bool:
+    """Whether ``path`` is below ``ancestor`` (not equal)."""
+    return path.startswith(ancestor + "/")
+
+
+def placement_problem(role: str, path: str, kubepods: str | None) -> str | None:
+    """Why setup refuses the reserved cgroup ``path`` (no leading '/') where it is against
+    kubepods: at or inside it its limits would be a pod's, above it they would cap every pod
+    as well as the daemons. None for other roles and places."""
+    if role not in RESERVED_ROLES or kubepods is None:
+        return None
+    fld = RESERVED_FLAGS[role]
+    if path == kubepods or _within(path, kubepods):
+        return (
+            f"{fld} /{path} must not be kubepods (/{kubepods}) or inside it; "
+            "give a cgroup outside the pods' tree, e.g. /system.slice."
+        )
+    if _within(kubepods, path):
+        return (
+            f"{fld} /{path} must not be an ancestor of kubepods (/{kubepods}); "
+            "give a cgroup beside the pods' tree, e.g. /system.slice."
+        )
+    return None
+
+
+def overlapping_reserved(paths: Mapping[str, str]) -> list[str]:
+    """kube-reserved and system-reserved (role → path) must be two separate subtrees: the same
+    cgroup would get two sets of limits (flip-flopping on every run), one inside the other
+    would cap it."""
+    kube, system = paths.get("kube-reserved"), paths.get("system-reserved")
+    if kube is None or system is None:
+        return []
+    k, s = RESERVED_FLAGS["kube-reserved"], RESERVED_FLAGS["system-reserved"]
+    if kube == system:
+        relation = "the same cgroup as"
+    elif _within(kube, system):
+        relation = "inside"
+    elif _within(system, kube):
+        relation = "an ancestor of"
+    else:
+        return []
+    return [
+        f"{k} /{kube} must not be {relation} {s} /{system}; give each reservation its own "
+        "cgroup, e.g. /kube.slice and /system.slice."
+    ]
+
+
+def placement_problems(cgroups: Iterable[tuple[str, str]]) -> list[str]:
+    """setup's placement refusals for (role, path) pairs, paths without a leading '/'."""
+    pairs = list(cgroups)
+    kubepods = next((p for r, p in pairs if r == "kubepods"), None)
+    out = [p for r, path in pairs if (p := placement_problem(r, path, kubepods))]
+    return out + overlapping_reserved({r: p for r, p in pairs if r in RESERVED_ROLES})
 
 
 # The config field each reserved cgroup comes from, as problems name it.

@@ -233,3 +233,38 @@ def test_show_without_cgroups_per_qos_names_the_cgroup_root(capsys):
     )  # fmt: skip
     assert doc["kubepods"]["cgroup"] == "/kubelet"
     assert doc["kubepods"]["limits"]["memory"] == "8Gi"
+
+
+# Where setup refuses a reserved cgroup (tree.placement_problem, overlapping_reserved): the
+# kubelet accepts these, so show keeps exit 0 but warns with setup's own sentences.
+PLACEMENTS = {
+    "inside kubepods": ["--kube-reserved-cgroup", "/kubepods/kr"],
+    "kubepods itself": ["--kube-reserved-cgroup", "/kubepods"],
+    "above kubepods": ["--cgroup-root", "/top", "--kube-reserved-cgroup", "/top"],
+    "same as system-reserved": ["--kube-reserved-cgroup", "/r", "--system-reserved-cgroup", "/r"],
+    "system-reserved inside": ["--kube-reserved-cgroup", "/r", "--system-reserved-cgroup", "/r/s"],
+    "apart": ["--kube-reserved-cgroup", "/kube", "--system-reserved-cgroup", "/system"],
+}
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS.values(), ids=PLACEMENTS.keys())
+def test_show_warns_with_the_placement_refusals_of_setup(capsys, tmp_path, monkeypatch, placement):
+    from fakecgroup import fake_hierarchy, use_fake_tree
+
+    node = ["--capacity", f"cpu=4,memory=8Gi,pid=4096,{PLAN}", "--kube-reserved", "cpu=1",
+            "--system-reserved", "cpu=1", "--enforce", "pods,kube-reserved,system-reserved",
+            *placement]  # fmt: skip
+    if "--system-reserved-cgroup" not in placement:
+        node += ["--system-reserved-cgroup", "/system"]
+    doc, _ = show_json(capsys, *node)
+    prefix = "setup refuses this placement: "
+    warned = [w.removeprefix(prefix) for w in doc["warnings"] if w.startswith(prefix)]
+    root, _ = fake_hierarchy(tmp_path, "v2")
+    (root / "top").mkdir()
+    use_fake_tree(monkeypatch, tmp_path)
+    code, _, err = run(capsys, "setup", *node, "--cgroupfs", str(root), "--dry-run")
+    lines = [line.removeprefix("cgalloc: ") for line in err.splitlines()]
+    refused = [line for line in lines if not line.startswith("warning: ")]
+    assert warned == refused, err
+    assert code == (0 if placement is PLACEMENTS["apart"] else 2), err
+    assert bool(warned) == (code == 2)

@@ -65,13 +65,26 @@ def _cgroups(cfg: NodeConfig, alloc: Allocatable, sets: CpuSets) -> dict[str, di
     return out
 
 
+def _placement_warnings(cgroups: dict[str, dict]) -> list[str]:
+    """setup's refusals of where the enforced reserved cgroups are (in, above or overlapping
+    kubepods or each other): the kubelet accepts these, so show warns and keeps exit 0."""
+    pairs = []
+    for role, key in (("kubepods", "kubepods"), ("kube-reserved", "kubeReserved"),
+                      ("system-reserved", "systemReserved")):  # fmt: skip
+        entry = cgroups.get(key) or {}
+        pairs += [(role, entry[k]) for k in ("cgroup", "alsoLimits") if entry.get(k)]
+    problems = tree.placement_problems((role, path.lstrip("/")) for role, path in pairs)
+    return [f"setup refuses this placement: {p}" for p in problems]
+
+
 def result(cfg: NodeConfig, alloc: Allocatable, cpus: frozenset[int]) -> dict:
     """The JSON/YAML document of ``show``; ``cpus`` are the node's CPUs."""
     sets = cpu_sets(cfg, cpus)
+    cgroups = _cgroups(cfg, alloc, sets)
     return {
         "capacity": format_list(alloc.capacity),
         "allocatable": format_list(alloc.allocatable),
-        **_cgroups(cfg, alloc, sets),
+        **cgroups,
         "cgroupDriver": cfg.cgroup_driver,
         "kubeletVersion": cfg.kubelet_version,
         "cpuManagerPolicy": sets.policy,
@@ -89,6 +102,7 @@ def result(cfg: NodeConfig, alloc: Allocatable, cpus: frozenset[int]) -> dict:
             *tree.naming_notes(cfg),
             *sets.notes,
             *enforcement_warnings(cfg),
+            *_placement_warnings(cgroups),
         ],
     }
 
