@@ -14,6 +14,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 DEFAULT_KUBELET_VERSION = "1.37"
@@ -52,13 +53,24 @@ def minor_tuple(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+# k8s.io/apimachinery/pkg/util/version ParseGeneric (versionMatchRE, RE2's \s): leading
+# whitespace, an optional "v", two or more dot-separated decimal components, then anything but
+# a newline, which is ignored; so `kubelet --version`'s "v1.37.2", EKS's "v1.37.2-eks-4f2a1b"
+# and k3s's "v1.37.2+k3s1" read as 1.37.
+_GENERIC = re.compile(r"[\t\n\f\r ]*v?([0-9]+(?:\.[0-9]+)+)[^\n]*")
+
+
 def normalise(text: str) -> str | None:
-    """A --kubelet-version value ("1.37", "v1.37", "1.37.2") as its supported minor, else None."""
-    parts = text.strip().removeprefix("v").split(".")
-    if len(parts) not in (2, 3) or not all(p.isascii() and p.isdigit() for p in parts):
+    """A --kubelet-version value as ParseGeneric reads it ("1.37", "v1.37.2-eks-1"), as its
+    supported minor; None when it is no version or not a supported minor."""
+    match = _GENERIC.fullmatch(text)
+    if match is None:
         return None
-    minor = f"{int(parts[0])}.{int(parts[1])}"
-    return minor if minor in SUPPORTED_VERSIONS else None
+    major, minor = match.group(1).split(".")[:2]
+    if major.startswith("0") and major != "0":  # "illegal zero-prefixed version component"
+        return None
+    version = f"{int(major)}.{int(minor)}"  # later components may be zero-prefixed
+    return version if version in SUPPORTED_VERSIONS else None
 
 
 def help_text() -> str:
@@ -66,7 +78,8 @@ def help_text() -> str:
     items = "; ".join(f"{b.what} (since {b.since})" for b in BEHAVIOURS)
     return (
         f"Kubelet minor to match: {', '.join(SUPPORTED_VERSIONS)} (default"
-        f" {DEFAULT_KUBELET_VERSION}, the newest stable). Behaviours that changed in earlier"
+        f" {DEFAULT_KUBELET_VERSION}, the newest stable), given as `kubelet --version`"
+        " prints it or shorter (v1.37.2, v1.37.2-eks-..., 1.37). Behaviours that changed in earlier"
         f" releases and hold for every supported minor: {items}. The feature-gate defaults of"
         " the pod level follow the minor given."
     )

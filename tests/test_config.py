@@ -479,3 +479,33 @@ def test_kubelet_version():
     assert load({"kubelet-version": ["v1.35.2"]}).kubelet_version == "1.35"
     with pytest.raises(InputError, match=r'--kubelet-version: "1.20" is not a supported'):
         load({"kubelet-version": ["1.20"]})
+
+
+@pytest.mark.parametrize(
+    ("text", "minor"),
+    [
+        # k8s.io/apimachinery/pkg/util/version ParseGeneric (version_test.go's generic cases:
+        # two or more components, "v" and trailing text allowed, the first component without
+        # a leading zero, later ones with it), then the supported minors
+        ("1.36", "1.36"),
+        ("v1.36.2", "1.36"),
+        ("  v1.36.2", "1.36"),
+        ("1.36.2.4", "1.36"),
+        ("v1.36.2-eks-4f2a1b", "1.36"),  # kubelet --version on EKS: was refused
+        ("v1.36.2+k3s1", "1.36"),  # and on k3s
+        ("1.37-rc.1", "1.37"),
+        ("1.036", "1.36"),
+        ("1.36 ", "1.36"),
+        ("01.36", None),  # illegal zero-prefixed version component
+        ("1", None),  # illegal version string
+        ("v", None),
+        ("", None),
+        ("1.36\n", None),  # RE2's "$" is the end of the text, "." no newline
+        ("١.٣٦", None),  # [0-9] only
+        ("1.20", None),  # a version, not a supported minor
+    ],
+)
+def test_kubelet_version_reads_as_parse_generic(text, minor):
+    from cgalloc.versions import normalise
+
+    assert normalise(text) == minor
