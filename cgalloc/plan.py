@@ -792,11 +792,8 @@ def node_plan(
     alloc = compute(cfg, capacity)
     check_enforceable(alloc)
     cgroups = pod_cgroups(pods, cfg, hierarchy.version == "v2")
-    try:
-        cpus = node_cpus(cfg.capacity_overrides)
-        desired = desired_tree(cfg, alloc, hierarchy, cgroups, cpus)
-    except ValueError as exc:  # a pod uid the driver cannot name
-        raise InputError(f"--pods: {exc}.") from None
+    cpus = node_cpus(cfg.capacity_overrides)
+    desired = desired_tree(cfg, alloc, hierarchy, cgroups, cpus)
     p = build(
         hierarchy,
         desired,

@@ -167,6 +167,13 @@ def existing_unit(path: str) -> str | None:
     return None
 
 
+def _is_slice_name(name: object) -> bool:
+    try:
+        return isinstance(name, str) and bool(expand_slice(name))
+    except CgroupNameError:
+        return False
+
+
 def cgroup_roles(cfg) -> dict[str, str]:
     """cgroup path (no leading '/') → role, for the unit descriptions ("cgalloc: kubepods")."""
     roles = {}
@@ -377,7 +384,9 @@ class UnitRecord:
             data = exc
         started = data.get("started", []) if isinstance(data, dict) else None
         changed = data.get("changed", {}) if isinstance(data, dict) else None
-        ok = isinstance(started, list) and all(isinstance(n, str) for n in started)
+        # the undo expands each started name: one that is no slice cgalloc could name is not
+        # cgalloc's record (it would fail there, midway)
+        ok = isinstance(started, list) and all(_is_slice_name(n) for n in started)
         ok = (
             ok
             and isinstance(changed, dict)

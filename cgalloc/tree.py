@@ -384,7 +384,11 @@ def kubepods_cgroup(cfg: NodeConfig) -> CgroupName:
     """kubepods' name below ``cfg.cgroup_root``; InputError naming cgroupRoot if the driver
     cannot represent it."""
     try:
-        return kubepods_name(cfg.cgroup_root, cfg.cgroup_driver)
+        name = kubepods_name(cfg.cgroup_root, cfg.cgroup_driver)
+        # systemd expands every name derived from the root, and its length is bounded: the
+        # longest one without a pod (the besteffort tier's) is refused here, as the root's fault
+        driver_path(name.child("besteffort"), cfg.cgroup_driver)
+        return name
     except CgroupNameError as err:
         raise InputError(
             f"cgroupRoot (--cgroup-root) {cfg.cgroup_root!r}: {err}; accepted: an absolute"
@@ -618,7 +622,7 @@ def _pod_tree(
     add(tiers[BESTEFFORT], "qos", besteffort)
 
     for pod in pods:
-        add(pod_name(kubepods, pod), "pod", pod_limits(pod, sizes))
+        add(pod_path(kubepods, pod, cfg.cgroup_driver), "pod", pod_limits(pod, sizes))
 
 
 def pod_name(kubepods: CgroupName, pod: PodCgroup) -> CgroupName:
@@ -626,7 +630,13 @@ def pod_name(kubepods: CgroupName, pod: PodCgroup) -> CgroupName:
     from cgalloc.podresources import GUARANTEED
 
     parent = kubepods if pod.qos == GUARANTEED else kubepods.child(pod.qos.lower())
+    return parent.child(POD_PREFIX + pod.uid)
+
+
+def pod_path(kubepods: CgroupName, pod: PodCgroup, driver: str) -> str:
+    """The pod cgroup's absolute path under ``driver``; InputError naming the pod when the
+    driver cannot name it (a '_' in its uid, a systemd slice name too long)."""
     try:
-        return parent.child(POD_PREFIX + pod.uid)
+        return driver_path(pod_name(kubepods, pod), driver)
     except CgroupNameError as err:
-        raise ValueError(f"pod {pod.name} uid {pod.uid!r}: {err}") from None
+        raise InputError(f"--pods: pod {pod.name} uid {pod.uid!r}: {err}.") from None

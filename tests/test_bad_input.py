@@ -124,6 +124,12 @@ CASES = [
                 "pods,kube-reserved", "--kube-reserved", "cpu=1",
                 "--kube-reserved-cgroup", "/kube reserved.slice"],
      "invalid slice name 'kube reserved.slice': it holds ' ', which systemd refuses"),
+    # the besteffort tier's slice, R-kubepods-besteffort.slice, has 256 characters: setup
+    # named --pods for it
+    ("systemd cgroup root whose QoS tier name systemd refuses",
+     lambda t: [*CAP, "--cgroup-driver", "systemd", "--systemd", "no",
+                "--cgroup-root", "/" + "a" * 230],
+     "cgalloc: cgroupRoot (--cgroup-root) '/aaa"),
     ("kube-reserved equal to the cgroup root",
      lambda t: [*CAP, "--enforce", "pods,kube-reserved", "--kube-reserved", "cpu=1",
                 "--kube-reserved-cgroup", "/"],

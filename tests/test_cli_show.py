@@ -268,3 +268,30 @@ def test_show_warns_with_the_placement_refusals_of_setup(capsys, tmp_path, monke
     assert warned == refused, err
     assert code == (0 if placement is PLACEMENTS["apart"] else 2), err
     assert bool(warned) == (code == 2)
+
+
+def test_systemd_names_derived_from_the_root_are_held_to_systemd_length(capsys, tmp_path):
+    # src/basic/unit-name.c: a unit name is shorter than UNIT_NAME_MAX (256). The longest name
+    # the kubelet's ToSystemd derives from --cgroup-root /R without a pod is the besteffort
+    # tier's, "R-kubepods-besteffort.slice": R + 26 characters. It raised a traceback in show
+    # and stats, and setup blamed --pods for it.
+    def root(n: int) -> list[str]:
+        return ["--capacity", f"cpu=4,memory=8Gi,{PLAN}", "--cgroup-driver", "systemd",
+                "--cgroup-root", "/" + "a" * n]  # fmt: skip
+
+    assert run(capsys, "show", *root(229))[0] == 0  # 255 characters
+    for command in (["show"], ["stats", "--cgroupfs", str(tmp_path), "--interval", "0"]):
+        code, out, err = run(capsys, *command, *root(230))
+        assert (code, out) == (2, ""), err
+        assert err.startswith("cgalloc: cgroupRoot (--cgroup-root) '/aaa")
+        assert "-kubepods-besteffort.slice': it has 256 characters; a systemd unit" in err
+    # a pod's slice adds "-pod" + its uid: the pod is named, not the root
+    uid = "0f6e1d5c-0000-4000-8000-000000000001"
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "x", "namespace": "ns", "uid": uid},
+           "spec": {"containers": [{"name": "c"}]}}  # fmt: skip
+    (tmp_path / "pod.json").write_text(json.dumps(pod))
+    code, out, err = run(capsys, "show", *root(200), "--pods", str(tmp_path / "pod.json"))
+    assert (code, out) == (2, ""), err
+    assert err.startswith(f"cgalloc: --pods: pod ns/x uid '{uid}': ")
+    assert "it has 266 characters" in err and "Traceback" not in err

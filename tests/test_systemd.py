@@ -427,7 +427,19 @@ def test_a_no_longer_wanted_slice_with_processes_is_not_stopped(tmp_path):
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("content", [b"{", b"\xff\xfe", b"[1]", b'{"started": [1]}'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"{",
+        b"\xff\xfe",
+        b"[1]",
+        b'{"started": [1]}',
+        # names the undo would expand as slices, and fail on midway (a traceback)
+        b'{"started": ["a b.slice"]}',
+        b'{"started": ["a--b.slice"]}',
+        b'{"started": ["kubelet.service"]}',
+    ],
+)
 def test_a_broken_unit_record_is_one_sentence(tmp_path, content):
     (tmp_path / "systemd.json").write_bytes(content)
     with pytest.raises(InputError, match=r"systemd\.json cannot be used: it is not cgalloc's"):

@@ -109,7 +109,7 @@ def register(app: typer.Typer) -> None:
         if not base.is_dir():
             raise InputError(f"--root {root!r} is not a directory; give an existing directory.")
         if uninstall:
-            if setup_args or daemons:
+            if setup_args or _daemon_names(daemons):
                 given = "SETUP-ARGS" if setup_args else "--daemons"
                 raise InputError(
                     f"--uninstall removes what install-unit wrote and takes no {given}; drop them."

@@ -120,7 +120,7 @@ def pods_doc(cfg: NodeConfig, pods: list[PodCgroup]) -> list[dict]:
             {
                 "pod": pod.name,
                 "qos": pod.qos,
-                "cgroup": tree.driver_path(tree.pod_name(kubepods, pod), cfg.cgroup_driver),
+                "cgroup": tree.pod_path(kubepods, pod, cfg.cgroup_driver),
                 "cpuShares": str(lim.cpu_shares),
                 "cpuQuota": quota if lim.cpu_period is None else f"{quota}/{lim.cpu_period}",
                 "memory": "-" if lim.memory is None else str(lim.memory),
