@@ -7,54 +7,68 @@ from __future__ import annotations
 import math
 import re
 
-# strconv.ParseInt(s, 0, bits), as pflag's Int32Var/Int64Var call it: ASCII digits only, an
-# optional sign, a 0x/0o/0b prefix or a leading 0 for octal, "_" only between digits
-_GO_INT = re.compile(
-    r"[+-]?(?:0[xX](?:_?[0-9a-fA-F])+|0[bB](?:_?[01])+|0[oO](?:_?[0-7])+|0(?:_?[0-7])*"
-    r"|[1-9](?:_?[0-9])*)"
-)
 _GO_BASES = {"0x": 16, "0o": 8, "0b": 2}
 
 
 def parse_go_int(text: str, bits: int) -> int | str | None:
-    """``text`` as strconv.ParseInt(text, 0, bits + 1) reads it: the int, "range" when it
-    does not fit, None when it is not an integer."""
-    if not text.isascii() or not _GO_INT.fullmatch(text):
-        return "range" if _overflows_first(text, bits) else None
-    body = text.lstrip("+-").replace("_", "")
-    prefix = body[:2].lower()
-    if prefix in _GO_BASES:
-        magnitude = int(body[2:], _GO_BASES[prefix])
-    else:
-        magnitude = int(body, 8 if body.startswith("0") else 10)  # "0755" is octal in Go
-    value = -magnitude if text.startswith("-") else magnitude
+    """``text`` as strconv.ParseInt(text, 0, bits + 1) reads it, as pflag's Int32Var and
+    Int64Var call it (go/src/strconv/atoi.go, step by step): the int, "range" when it does not
+    fit, None for a syntax error. Which of the two comes first follows Go: "99999999999x" is
+    out of range for an int32, "9x" is no integer."""
+    neg = text[:1] == "-"
+    magnitude = _parse_uint(text[1:] if text[:1] in ("+", "-") else text, bits + 1)
+    if not isinstance(magnitude, int):
+        return magnitude
+    value = -magnitude if neg else magnitude
     return value if -(1 << bits) <= value < (1 << bits) else "range"
 
 
-def _overflows_first(text: str, bits: int) -> bool:
-    """Whether ParseUint's digit loop, which stops at the first problem, meets one past
-    2^(bits + 1) - 1 before a byte that is no digit: Go then says "out of range", not
-    "invalid syntax" ("99999999999x" for an int32)."""
-    s = text[1:] if text[:1] in ("+", "-") else text
-    base = 10
-    if s[:1] == "0":
+def _parse_uint(s: str, bit_size: int) -> int | str | None:
+    """strconv.ParseUint(s, 0, bit_size): a 0x/0o/0b prefix or a leading 0 for octal, "_"
+    between digits; its digit loop stops at the first problem, a byte that is no digit of the
+    base (syntax) or a value past 2^bit_size - 1 (range)."""
+    if not s:
+        return None
+    base, digits = 10, s
+    if s[0] == "0":
         prefix = s[:2].lower()
         if len(s) >= 3 and prefix in _GO_BASES:
-            base, s = _GO_BASES[prefix], s[2:]
+            base, digits = _GO_BASES[prefix], s[2:]
         else:
-            base, s = 8, s[1:]
-    limit, n = (1 << (bits + 1)) - 1, 0
-    for byte in s.encode("utf-8", "surrogatepass"):  # Go ranges over the bytes
-        if byte == 0x5F:  # "_": its placement is judged after the loop, as syntax
+            base, digits = 8, s[1:]  # "0755" is octal in Go
+    limit, n, underscores = (1 << bit_size) - 1, 0, False
+    for byte in digits.encode("utf-8", "surrogatepass"):  # Go ranges over the bytes
+        if byte == 0x5F:  # "_": its placement is judged after the loop
+            underscores = True
             continue
         char = chr(byte).lower()
-        digit = int(char, 36) if char.isascii() and char.isalnum() else 99
+        digit = int(char, 36) if char.isascii() and char.isalnum() else base
         if digit >= base:
-            return False
+            return None
         n = n * base + digit
         if n > limit:
-            return True
-    return False
+            return "range"
+    return None if underscores and not _underscore_ok(s) else n
+
+
+def _underscore_ok(s: str) -> bool:
+    """strconv.underscoreOK: each "_" between two digits (a base prefix counts as one)."""
+    saw, i = "^", 0
+    hexadecimal = False
+    if len(s) >= 2 and s[0] == "0" and s[1].lower() in "box":
+        saw, i, hexadecimal = "0", 2, s[1].lower() == "x"
+    for char in s[i:]:
+        if char.isascii() and (char.isdigit() or (hexadecimal and char.lower() in "abcdef")):
+            saw = "0"
+        elif char == "_":
+            if saw != "0":
+                return False
+            saw = "_"
+        elif saw == "_":
+            return False
+        else:
+            saw = "!"
+    return saw != "_"
 
 
 # go-yaml v2 resolve.go (sigs.k8s.io/yaml's YAMLToJSON decodes with it): a plain scalar that
