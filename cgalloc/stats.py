@@ -537,7 +537,8 @@ def node_targets(
 ) -> list[Target]:
     """Root, kubepods, QoS tiers, pods, reserved cgroups and the named daemon cgroups.
 
-    ``kubepods`` is the kubepods cgroup path (None without cgroupsPerQOS); ``reserved`` maps
+    ``kubepods`` is the cgroup holding the pods (tree.kubepods_path: with cgroupsPerQOS false
+    the cgroup root, with no tiers or pods below it; None for the root cgroup); ``reserved`` maps
     "kube-reserved" / "system-reserved" to their cgroup paths; ``daemons`` maps "kubelet",
     "runtime", "misc" to --kubelet-cgroups, --runtime-cgroups, --system-cgroups. A cgroup
     named twice is one target, under its first role.
@@ -547,12 +548,15 @@ def node_targets(
     if kubepods is not None:
         kp = tree.parse_systemd(kubepods) if driver == "systemd" else tree.parse_cgroupfs(kubepods)
         out.append(Target("kubepods", _rel(kubepods)))
-        out += [
-            Target("qos", _rel(tree.driver_path(kp.child(q), driver)))
-            for q in tree.QOS_CLASSES
-            if q != "guaranteed"
-        ]
-        out += discover_pods(h, kubepods, driver)
+        # without cgroupsPerQOS ``kubepods`` is the cgroup root, and the kubelet makes neither
+        # QoS tiers nor pod cgroups below it
+        if cfg.cgroups_per_qos:
+            out += [
+                Target("qos", _rel(tree.driver_path(kp.child(q), driver)))
+                for q in tree.QOS_CLASSES
+                if q != "guaranteed"
+            ]
+            out += discover_pods(h, kubepods, driver)
     promised = {"kube-reserved": cfg.kube_reserved, "system-reserved": cfg.system_reserved}
     for role, path in reserved.items():
         out.append(Target(role, _rel(path), *_reservation(promised[role])))

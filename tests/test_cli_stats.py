@@ -499,3 +499,29 @@ def test_watch_off_a_terminal_says_a_warning_once_while_it_holds(capsys, tmp_pat
     code, _, err = run(capsys, "--cgroupfs", root, "--watch", "0.01", "--count", "4", "-o", "json")
     assert code == 0
     assert err.splitlines() == [f"cgalloc: warning: kubepods: not found at {root}/kubepods"]
+
+
+def test_without_cgroups_per_qos_no_qos_tiers_are_named(capsys, v2_tree):
+    # pkg/kubelet/cm: with cgroupsPerQOS false the kubelet makes no QoS tiers, and their
+    # systemd names (root + "-besteffort.slice") may be longer than systemd allows: stats raised
+    # CgroupNameError (a traceback) for a 239-character root
+    root = "/" + "a" * 239
+    code, out, err = run(capsys, "--cgroupfs", v2_tree, "--cgroup-driver", "systemd",
+                         "--cgroups-per-qos=false", "--enforce", "none", "--cgroup-root", root,
+                         "--interval", "0", "-o", "json")  # fmt: skip
+    assert code == 0, err
+    assert "Traceback" not in err and "besteffort" not in err + out
+
+
+@pytest.mark.parametrize(
+    ("flag", "label"),
+    [("--cgroup-root", "cgroupRoot (--cgroup-root)"), ("--kubelet-cgroups", "--kubelet-cgroups")],
+)
+def test_a_cgroup_past_path_max_is_bad_input(capsys, v2_tree, flag, label):
+    # setup refuses it with the same sentence (kernel_ranges.name_problem); stats raised
+    # OSError from the bulk read
+    deep = "/" + "/".join(["a"] * 2100)
+    code, out, err = run(capsys, "--cgroupfs", v2_tree, flag, deep, "--interval", "0")
+    assert (code, out) == (2, ""), err
+    assert err.startswith(f"cgalloc: {label}: the cgroup /a/a/a")
+    assert "a path is at most 4095 (PATH_MAX)." in err and len(err.splitlines()) == 1

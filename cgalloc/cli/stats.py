@@ -19,6 +19,7 @@ from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
 from cgalloc.cli.options import cgroupfs_option
 from cgalloc.cli.render import OutputFormat, dumps, output_option, warn
 from cgalloc.errors import InputError
+from cgalloc.kernel_ranges import name_problem
 from cgalloc.resources import MEMORY
 from cgalloc.tree import clean_cgroupfs_path as _daemon_path
 from cgalloc.tree import kubepods_path as _kubepods_path
@@ -61,6 +62,17 @@ class View(NamedTuple):  # not a dataclass: those cost ~1.5 ms per process to bu
     redraw: bool = False  # clear the terminal before each frame
 
 
+# the option each cgroup stats names comes from, for its refusals
+_FLAGS = {
+    "kubepods": "cgroupRoot (--cgroup-root)",
+    "kube-reserved": "kubeReservedCgroup (--kube-reserved-cgroup)",
+    "system-reserved": "systemReservedCgroup (--system-reserved-cgroup)",
+    "kubelet": "--kubelet-cgroups",
+    "runtime": "--runtime-cgroups",
+    "misc": "--system-cgroups",
+}
+
+
 class _Run:
     """One `cgalloc stats` invocation: the node's targets, a reader, the previous sample."""
 
@@ -68,23 +80,31 @@ class _Run:
         self.cfg, self.capacity = inputs.load()
         self.kubepods = _kubepods_path(self.cfg)
         self.reserved = {}
-        for role, value, label in (
-            ("kube-reserved", self.cfg.kube_reserved_cgroup,
-             "kubeReservedCgroup (--kube-reserved-cgroup)"),
-            ("system-reserved", self.cfg.system_reserved_cgroup,
-             "systemReservedCgroup (--system-reserved-cgroup)"),
-        ):  # fmt: skip
+        for role, value in (("kube-reserved", self.cfg.kube_reserved_cgroup),
+                            ("system-reserved", self.cfg.system_reserved_cgroup)):  # fmt: skip
             if value:
-                self.reserved[role] = _reserved_path(value, label, self.cfg.cgroup_driver)
+                self.reserved[role] = _reserved_path(value, _FLAGS[role], self.cfg.cgroup_driver)
         # a flag wins; else the kubelet config's kubeletCgroups/runtimeCgroups/systemCgroups
         configured = {"kubelet": self.cfg.kubelet_cgroups, "runtime": self.cfg.runtime_cgroups,
                       "misc": self.cfg.system_cgroups}  # fmt: skip
         chosen = {k: v for k, v in configured.items() if v} | daemons
         self.daemons = {k: _daemon_path(v) for k, v in chosen.items()}
         self.h, plain = stats.open_hierarchy(cgroupfs)
+        self._check_lengths()
         self.reader = stats.TreeReader(self.h, allow_any_fs=plain)
         self.prev: dict[str, stats.CgroupStats] = {}
         self.keep: Callable[[stats.Target], bool] = lambda _t: True
+
+    def _check_lengths(self) -> None:
+        """A cgroup the kernel cannot name (past NAME_MAX or PATH_MAX below the longest
+        controller directory) is bad input, as setup says, not a read error."""
+        named = {"kubepods": self.kubepods, **self.reserved, **self.daemons}
+        longest = max(controller_dirs(self.h, "").values(), key=len, default=self.h.root)
+        for role, path in named.items():
+            problem = name_problem(path.strip("/"), longest) if path else None
+            if problem:
+                shown = path if len(path) <= 60 else f"{path[:40]}...({len(path)} characters)"
+                raise InputError(f"{_FLAGS[role]}: the cgroup {shown} {problem}.")
 
     def sample(self) -> tuple[list[stats.Target], list[stats.CgroupStats]]:
         # Pods come and go: list them again on every sample.
