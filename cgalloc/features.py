@@ -40,7 +40,7 @@ GATES: dict[str, tuple[Spec, ...]] = {
     "CPUCFSQuotaPeriod": (Spec((1, 12), False, ALPHA),),
 }
 META = ("AllAlpha", "AllBeta")
-_NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
 FORM = "gate=true|false pairs separated by commas, such as MemoryQoS=true,QOSReserved=true"
 
 
@@ -68,7 +68,7 @@ def check_gates(gates: Mapping[str, bool], version: str) -> list[str]:
                 )
         elif name in META:
             continue
-        elif not _NAME.match(name) or name.lower() in lowered:
+        elif not _NAME.fullmatch(name) or name.lower() in lowered:
             problems.append(f"unrecognized feature gate: {name}")
     return problems
 

@@ -43,9 +43,10 @@ FORM = (
     "a Pod manifest, a multi-document YAML of Pods, a List or PodList (kubectl get pods -o json),"
     " or a static-pod directory"
 )
-_UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
+# fullmatch, not match with "$": Python's "$" also matches before a trailing newline
+_UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*")
 # Resource names a pod may hold (others, e.g. extended resources, do not touch the cgroup).
-_NAME = re.compile(r"^([A-Za-z0-9.-]+/)?[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
+_NAME = re.compile(r"([A-Za-z0-9.-]+/)?[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?")
 
 
 # Manifests repeat the same few quantities; Quantity is immutable, so parse each text once.
@@ -82,7 +83,7 @@ def _mapping(value: object, where: str, key: str, problems: _Problems) -> dict:
 def _resource_list(value: object, where: str, key: str, problems: _Problems) -> ResourceList:
     out: ResourceList = {}
     for name, raw in _mapping(value, where, key, problems).items():
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             problems.add(where, f"{key} has an invalid resource name {name!r}.")
             continue
         if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
@@ -188,7 +189,7 @@ def _uid(meta: dict, where: str, static_file: bool, problems: _Problems) -> str:
         )
         problems.add(where, f"metadata.uid is missing; {hint}.")
         return ""
-    if not isinstance(uid, str) or not _UID.match(uid):
+    if not isinstance(uid, str) or not _UID.fullmatch(uid):
         problems.add(where, f"metadata.uid {uid!r} is not a UID such as 0f6e1d5c-...-7b2a.")
         return ""
     return uid

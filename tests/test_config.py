@@ -286,6 +286,17 @@ def test_bad_feature_gates_use_the_kubelets_words(flags, problem):
     ]
 
 
+def test_a_gate_name_with_a_trailing_newline_is_unrecognized(tmp_path):
+    # Python's "$" matched before a trailing newline, so "Foo\n" passed as a well-formed name
+    path = tmp_path / "k.json"
+    path.write_text(
+        '{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",'
+        ' "featureGates": {"Foo\\n": true}}'
+    )
+    with pytest.raises(InputError, match="unrecognized feature gate: Foo"):
+        load(config=str(path))
+
+
 def test_unmodelled_gates_are_accepted_and_all_alpha_turns_alpha_gates_on():
     from cgalloc import features
 

@@ -115,6 +115,15 @@ def test_static_pod_without_uid_is_refused_with_the_way_to_find_it(tmp_path):
             pod_doc("p", uid="a/b"),
             "pod ns/p: metadata.uid 'a/b' is not a UID such as 0f6e1d5c-...-7b2a.",
         ),
+        # Python's "$" matched before a trailing newline: both passed
+        (
+            pod_doc("p", uid="abc\n"),
+            "pod ns/p: metadata.uid 'abc\\n' is not a UID such as 0f6e1d5c-...-7b2a.",
+        ),
+        (
+            pod_doc("p", containers=[{"name": "c", "resources": {"limits": {"cpu\n": "1"}}}]),
+            "pod ns/p: spec.containers[0].resources.limits has an invalid resource name 'cpu\\n'.",
+        ),
         (
             pod_doc("p", containers=[]),
             "pod ns/p: spec.containers is empty; a pod needs at least one container.",
