@@ -136,6 +136,13 @@ def value_problem(file: str, value: str) -> str | None:
     return check(value) if check is not None else None
 
 
+def shown_path(path: str) -> str:
+    """A cgroup path (no leading '/') for a message: quoted when it holds control characters,
+    cut when long."""
+    text = "/" + path if path.isprintable() else repr("/" + path)
+    return text if len(text) <= 80 else f"{text[:60]}...({len(path)} characters)"
+
+
 def name_problem(path: str, mount: str = "") -> str | None:
     """Why the kernel cannot hold the cgroup ``path`` (below ``mount``); None when it can."""
     if "\x00" in path or "\n" in path:

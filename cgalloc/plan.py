@@ -34,7 +34,7 @@ from cgalloc.cgroupfs import (
 )
 from cgalloc.core.records import READ_FLAGS
 from cgalloc.errors import CgallocError, HostError, InputError
-from cgalloc.kernel_ranges import name_problem, value_problem
+from cgalloc.kernel_ranges import name_problem, shown_path, value_problem
 from cgalloc.pods import pod_cgroups
 from cgalloc.tree import (
     RESERVED_FLAGS,
@@ -368,7 +368,7 @@ def check_targets(desired: Sequence, mounts: dict[str, str], live: LiveTree) -> 
         bad_name = name_problem(d.path, longest)
         if bad_name:
             if fld not in named:  # its descendants have the same problem: say it once
-                problems.append(f"{fld}: the cgroup {_shown(d.path)} {bad_name}.")
+                problems.append(f"{fld}: the cgroup {shown_path(d.path)} {bad_name}.")
                 named.add(fld)
             continue
         if not d.path.strip("/"):
@@ -393,12 +393,6 @@ def check_targets(desired: Sequence, mounts: dict[str, str], live: LiveTree) -> 
     problems += overlapping_reserved({d.role: d.path for d in desired if d.role in RESERVED_ROLES})
     if problems:
         raise InputError(_distinct(problems))
-
-
-def _shown(path: str) -> str:
-    """A cgroup path for a message: quoted when it holds control characters, cut when long."""
-    text = "/" + path if path.isprintable() else repr("/" + path)
-    return text if len(text) <= 80 else f"{text[:60]}...({len(path)} characters)"
 
 
 VALUE_FIELDS = {

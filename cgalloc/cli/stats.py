@@ -19,8 +19,9 @@ from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
 from cgalloc.cli.options import cgroupfs_option
 from cgalloc.cli.render import OutputFormat, dumps, output_option, warn
 from cgalloc.errors import InputError
-from cgalloc.kernel_ranges import name_problem
+from cgalloc.kernel_ranges import name_problem, shown_path
 from cgalloc.resources import MEMORY
+from cgalloc.tree import RESERVED_FIELDS
 from cgalloc.tree import clean_cgroupfs_path as _daemon_path
 from cgalloc.tree import kubepods_path as _kubepods_path
 from cgalloc.tree import reserved_path as _reserved_path
@@ -65,8 +66,7 @@ class View(NamedTuple):  # not a dataclass: those cost ~1.5 ms per process to bu
 # the option each cgroup stats names comes from, for its refusals
 _FLAGS = {
     "kubepods": "cgroupRoot (--cgroup-root)",
-    "kube-reserved": "kubeReservedCgroup (--kube-reserved-cgroup)",
-    "system-reserved": "systemReservedCgroup (--system-reserved-cgroup)",
+    **RESERVED_FIELDS,
     "kubelet": "--kubelet-cgroups",
     "runtime": "--runtime-cgroups",
     "misc": "--system-cgroups",
@@ -102,8 +102,8 @@ class _Run:
         longest = max(controller_dirs(self.h, "").values(), key=len, default=self.h.root)
         for role, path in named.items():
             problem = name_problem(path.strip("/"), longest) if path else None
-            if problem:
-                shown = path if len(path) <= 60 else f"{path[:40]}...({len(path)} characters)"
+            if problem:  # setup's sentence (plan.check_targets)
+                shown = shown_path(path.strip("/"))
                 raise InputError(f"{_FLAGS[role]}: the cgroup {shown} {problem}.")
 
     def sample(self) -> tuple[list[stats.Target], list[stats.CgroupStats]]:
@@ -190,6 +190,7 @@ class _Run:
         return text, warnings
 
 
+DEFAULT_INTERVAL = 1.0  # None on the option: given with --watch it is refused, not ignored
 MAX_SECONDS = 86400  # a day: time.sleep() overflows on 1e300, and nan/inf are no duration
 
 
@@ -261,7 +262,7 @@ def register(app: typer.Typer) -> None:
             None, "--interval", metavar="SECONDS",
             help="Without --watch: seconds between the two samples the CPU rate"
             " (usageNanoCores) is taken from; 0 reads once and leaves the rate out."
-            "  [default: 1]",
+            f"  [default: {DEFAULT_INTERVAL:g}]",
         ),
         kubelet_cgroups: str = typer.Option(
             "", "--kubelet-cgroups", metavar="CGROUP",
@@ -311,7 +312,7 @@ def register(app: typer.Typer) -> None:
                 "--interval is the one-shot read's sampling gap; with --watch the rate is taken"
                 " over the --watch period (drop --interval)."
             )
-        interval = 1.0 if interval is None else interval
+        interval = DEFAULT_INTERVAL if interval is None else interval
         if not 0 <= interval <= MAX_SECONDS:  # also false for nan
             raise InputError(
                 f"--interval must be a number of seconds from 0 to {MAX_SECONDS}, such as 1."
