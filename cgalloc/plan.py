@@ -37,7 +37,7 @@ from cgalloc.errors import CgallocError, HostError, InputError
 from cgalloc.kernel_ranges import name_problem, shown_path, value_problem
 from cgalloc.pods import pod_cgroups
 from cgalloc.tree import (
-    RESERVED_FLAGS,
+    CGROUP_FIELDS,
     RESERVED_ROLES,
     desired_tree,
     expand_slice,
@@ -48,12 +48,7 @@ from cgalloc.tree import (
 
 # Controllers a node cannot be enforced without; others (cpuset, hugetlb) are skipped if absent.
 ESSENTIAL = ("cpu", "memory", "pids")
-FIELDS = {
-    "kubepods": "--cgroup-root (cgroupRoot)",
-    "qos": "--cgroup-root (cgroupRoot)",
-    "pod": "--pods",
-    **RESERVED_FLAGS,
-}
+FIELDS = {**CGROUP_FIELDS, "pod": "--pods"}
 PAGE_SIZE = 4096
 USAGE_FILES = ("memory.current", "memory.usage_in_bytes")
 MEMORY_LIMIT_FILES = ("memory.max", "memory.limit_in_bytes")
@@ -634,10 +629,7 @@ def _moves(desired, moves, mounts, v2, proc_root, warnings) -> list[Action]:
     for role, names in moves:
         target = by_role.get(role)
         if target is None:
-            raise InputError(
-                f"--{role}-procs needs the {role} cgroup: set --{role}-cgroup "
-                f"({'kubeReservedCgroup' if role == 'kube-reserved' else 'systemReservedCgroup'})."
-            )
+            raise InputError(f"--{role}-procs needs the {role} cgroup: set {CGROUP_FIELDS[role]}.")
         found = procs.find(list(names), proc_root)
         for name in names:
             if not any(p.name == name for p in found):

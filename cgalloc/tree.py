@@ -311,10 +311,13 @@ def driver_path(name: CgroupName, driver: str) -> str:
 
 
 RESERVED_ROLES = ("kube-reserved", "system-reserved")
-# The reserved cgroups' flags as setup's placement refusals name them.
-RESERVED_FLAGS = {
-    "kube-reserved": "--kube-reserved-cgroup (kubeReservedCgroup)",
-    "system-reserved": "--system-reserved-cgroup (systemReservedCgroup)",
+ROOT_FIELD = "cgroupRoot (--cgroup-root)"
+# The config field (and flag) each role's cgroup comes from, as every refusal names it.
+CGROUP_FIELDS = {
+    "kubepods": ROOT_FIELD,
+    "qos": ROOT_FIELD,
+    "kube-reserved": "kubeReservedCgroup (--kube-reserved-cgroup)",
+    "system-reserved": "systemReservedCgroup (--system-reserved-cgroup)",
 }
 
 
@@ -329,7 +332,7 @@ def placement_problem(role: str, path: str, kubepods: str | None) -> str | None:
     as well as the daemons. None for other roles and places."""
     if role not in RESERVED_ROLES or kubepods is None:
         return None
-    fld = RESERVED_FLAGS[role]
+    fld = CGROUP_FIELDS[role]
     if path == kubepods or _within(path, kubepods):
         return (
             f"{fld} /{path} must not be kubepods (/{kubepods}) or inside it; "
@@ -350,7 +353,7 @@ def overlapping_reserved(paths: Mapping[str, str]) -> list[str]:
     kube, system = paths.get("kube-reserved"), paths.get("system-reserved")
     if kube is None or system is None:
         return []
-    k, s = RESERVED_FLAGS["kube-reserved"], RESERVED_FLAGS["system-reserved"]
+    k, s = CGROUP_FIELDS["kube-reserved"], CGROUP_FIELDS["system-reserved"]
     if kube == system:
         relation = "the same cgroup as"
     elif _within(kube, system):
@@ -373,13 +376,6 @@ def placement_problems(cgroups: Iterable[tuple[str, str]]) -> list[str]:
     return out + overlapping_reserved({r: p for r, p in pairs if r in RESERVED_ROLES})
 
 
-# The config field each reserved cgroup comes from, as problems name it.
-RESERVED_FIELDS = {
-    "system-reserved": "systemReservedCgroup (--system-reserved-cgroup)",
-    "kube-reserved": "kubeReservedCgroup (--kube-reserved-cgroup)",
-}
-
-
 def kubepods_cgroup(cfg: NodeConfig) -> CgroupName:
     """kubepods' name below ``cfg.cgroup_root``; InputError naming cgroupRoot if the driver
     cannot represent it."""
@@ -391,7 +387,7 @@ def kubepods_cgroup(cfg: NodeConfig) -> CgroupName:
         return name
     except CgroupNameError as err:
         raise InputError(
-            f"cgroupRoot (--cgroup-root) {cfg.cgroup_root!r}: {err}; accepted: an absolute"
+            f"{ROOT_FIELD} {cfg.cgroup_root!r}: {err}; accepted: an absolute"
             " cgroupfs-style name such as / or /kubelet."
         ) from None
 
@@ -415,7 +411,7 @@ def node_allocatable_cgroup(cfg: NodeConfig) -> CgroupName | None:
         root = root_name(cfg.cgroup_root, cfg.cgroup_driver)
     except CgroupNameError as err:
         raise InputError(
-            f"cgroupRoot (--cgroup-root) {cfg.cgroup_root!r}: {err}; accepted: an absolute"
+            f"{ROOT_FIELD} {cfg.cgroup_root!r}: {err}; accepted: an absolute"
             " cgroupfs-style name such as / or /kubelet."
         ) from None
     return root if root.parts else None
@@ -441,7 +437,7 @@ def naming_notes(cfg: NodeConfig) -> list[str]:
         ("kube-reserved", cfg.kube_reserved_cgroup),
     ):
         enforced = cfg.enforces(role)
-        note = reserved_mapping_note(RESERVED_FIELDS[role], value, cfg.cgroup_driver)
+        note = reserved_mapping_note(CGROUP_FIELDS[role], value, cfg.cgroup_driver)
         if enforced and note:
             notes.append(note)
     return notes
@@ -564,8 +560,8 @@ def desired_tree(
         if resources is None:
             continue
         try:
-            paths = [reserved_path(value, RESERVED_FIELDS[role], driver, kubelets=True)]
-            paths.append(reserved_path(value, RESERVED_FIELDS[role], driver))
+            paths = [reserved_path(value, CGROUP_FIELDS[role], driver, kubelets=True)]
+            paths.append(reserved_path(value, CGROUP_FIELDS[role], driver))
         except InputError as err:
             problems += err.problems
             continue

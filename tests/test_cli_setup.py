@@ -110,7 +110,7 @@ def test_teardown_after_setup_restores_the_tree(tree, tmp_path, capsys):
         (
             ["--kube-reserved-procs", "kubelet"],
             "cgalloc: --kube-reserved-procs needs the kube-reserved cgroup: set "
-            "--kube-reserved-cgroup (kubeReservedCgroup).\n",
+            "kubeReservedCgroup (--kube-reserved-cgroup).\n",
         ),
     ],
 )
@@ -234,7 +234,7 @@ def test_missing_cgroup_root_fails_before_any_write(v1_tree, tmp_path, capsys, d
     assert (code, out) == (3, "")
     missing = [d for d in V1_DIRS if d not in ("memory", "pids")]
     assert err.splitlines() == [
-        "cgalloc: --cgroup-root (cgroupRoot) /mycg must exist, as the kubelet requires; cgalloc"
+        "cgalloc: cgroupRoot (--cgroup-root) /mycg must exist, as the kubelet requires; cgalloc"
         " creates only the cgroups below it, so create it in every hierarchy first:",
         *[f"cgalloc:   missing {v1_tree}/{d}/mycg" for d in missing],
     ]

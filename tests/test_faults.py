@@ -179,7 +179,7 @@ def test_reserved_cgroup_inside_kubepods_is_bad_input_and_writes_nothing(tmp_pat
     )
     assert run.returncode == 2
     assert run.stderr == (
-        "cgalloc: --system-reserved-cgroup (systemReservedCgroup) /kubepods/system must not be "
+        "cgalloc: systemReservedCgroup (--system-reserved-cgroup) /kubepods/system must not be "
         "kubepods (/kubepods) or inside it; give a cgroup outside the pods' tree, "
         "e.g. /system.slice.\n"
     )

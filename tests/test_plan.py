@@ -182,25 +182,25 @@ def test_large_limits_compare_exactly_without_overflow():
         (
             "kubepods/kube",
             "kube-reserved",
-            "--kube-reserved-cgroup (kubeReservedCgroup) /kubepods/kube must not be kubepods "
+            "kubeReservedCgroup (--kube-reserved-cgroup) /kubepods/kube must not be kubepods "
             "(/kubepods) or inside it; give a cgroup outside the pods' tree, e.g. /system.slice.",
         ),
         (
             "kubepods",
             "system-reserved",
-            "--system-reserved-cgroup (systemReservedCgroup) /kubepods must not be kubepods "
+            "systemReservedCgroup (--system-reserved-cgroup) /kubepods must not be kubepods "
             "(/kubepods) or inside it; give a cgroup outside the pods' tree, e.g. /system.slice.",
         ),
         (
             "",
             "system-reserved",
-            "--system-reserved-cgroup (systemReservedCgroup) must name a cgroup below the "
+            "systemReservedCgroup (--system-reserved-cgroup) must name a cgroup below the "
             "root, not the root cgroup itself.",
         ),
         (
             "a/../../etc",
             "kube-reserved",
-            "--kube-reserved-cgroup (kubeReservedCgroup) path 'a/../../etc' must stay inside "
+            "kubeReservedCgroup (--kube-reserved-cgroup) path 'a/../../etc' must stay inside "
             "the cgroupfs mount (no '..', '.' or empty components).",
         ),
     ],
@@ -222,7 +222,7 @@ def test_symlinked_cgroup_is_refused(tmp_path):
     with pytest.raises(InputError) as exc:
         plan.build(h, desired, limit_files)
     assert exc.value.problems == [
-        f"--kube-reserved-cgroup (kubeReservedCgroup) /kube.slice goes through the symlink "
+        f"kubeReservedCgroup (--kube-reserved-cgroup) /kube.slice goes through the symlink "
         f"{root}/kube.slice; give the real cgroup path."
     ]
 

@@ -52,7 +52,7 @@ def _cgroups(cfg: NodeConfig, alloc: Allocatable, sets: CpuSets) -> dict[str, di
         if limits is None:
             continue
         compressible = f"{kind}-compressible" in cfg.enforce_node_allocatable
-        field, driver = tree.RESERVED_FIELDS[kind], cfg.cgroup_driver
+        field, driver = tree.CGROUP_FIELDS[kind], cfg.cgroup_driver
         kubelets = tree.reserved_path(value, field, driver, kubelets=True)
         real = tree.reserved_path(value, field, driver)
         out[key] = {

@@ -21,7 +21,7 @@ from cgalloc.cli.render import OutputFormat, dumps, output_option, warn
 from cgalloc.errors import InputError
 from cgalloc.kernel_ranges import name_problem, shown_path
 from cgalloc.resources import MEMORY
-from cgalloc.tree import RESERVED_FIELDS
+from cgalloc.tree import CGROUP_FIELDS
 from cgalloc.tree import clean_cgroupfs_path as _daemon_path
 from cgalloc.tree import kubepods_path as _kubepods_path
 from cgalloc.tree import reserved_path as _reserved_path
@@ -65,8 +65,7 @@ class View(NamedTuple):  # not a dataclass: those cost ~1.5 ms per process to bu
 
 # the option each cgroup stats names comes from, for its refusals
 _FLAGS = {
-    "kubepods": "cgroupRoot (--cgroup-root)",
-    **RESERVED_FIELDS,
+    **CGROUP_FIELDS,
     "kubelet": "--kubelet-cgroups",
     "runtime": "--runtime-cgroups",
     "misc": "--system-cgroups",
