@@ -143,6 +143,13 @@ def shown_path(path: str) -> str:
     return text if len(text) <= 80 else f"{text[:60]}...({len(path)} characters)"
 
 
+def name_refusal(field: str, path: str, mount: str = "") -> str | None:
+    """setup's sentence refusing the cgroup ``path`` (no leading '/') that ``field`` names, when
+    the kernel cannot hold it below ``mount``; None when it can."""
+    problem = name_problem(path, mount)
+    return None if problem is None else f"{field}: the cgroup {shown_path(path)} {problem}."
+
+
 def name_problem(path: str, mount: str = "") -> str | None:
     """Why the kernel cannot hold the cgroup ``path`` (below ``mount``); None when it can."""
     if "\x00" in path or "\n" in path:

@@ -34,7 +34,7 @@ from cgalloc.cgroupfs import (
 )
 from cgalloc.core.records import READ_FLAGS
 from cgalloc.errors import CgallocError, HostError, InputError
-from cgalloc.kernel_ranges import name_problem, shown_path, value_problem
+from cgalloc.kernel_ranges import name_refusal, value_problem
 from cgalloc.pods import pod_cgroups
 from cgalloc.tree import (
     CGROUP_FIELDS,
@@ -48,7 +48,7 @@ from cgalloc.tree import (
 
 # Controllers a node cannot be enforced without; others (cpuset, hugetlb) are skipped if absent.
 ESSENTIAL = ("cpu", "memory", "pids")
-FIELDS = {**CGROUP_FIELDS, "pod": "--pods"}
+FIELDS = CGROUP_FIELDS
 PAGE_SIZE = 4096
 USAGE_FILES = ("memory.current", "memory.usage_in_bytes")
 MEMORY_LIMIT_FILES = ("memory.max", "memory.limit_in_bytes")
@@ -360,10 +360,10 @@ def check_targets(desired: Sequence, mounts: dict[str, str], live: LiveTree) -> 
     for d in desired:
         fld = FIELDS.get(d.role, d.role)
         parts = d.path.split("/")
-        bad_name = name_problem(d.path, longest)
+        bad_name = name_refusal(fld, d.path, longest)
         if bad_name:
             if fld not in named:  # its descendants have the same problem: say it once
-                problems.append(f"{fld}: the cgroup {shown_path(d.path)} {bad_name}.")
+                problems.append(bad_name)
                 named.add(fld)
             continue
         if not d.path.strip("/"):

@@ -318,6 +318,7 @@ CGROUP_FIELDS = {
     "qos": ROOT_FIELD,
     "kube-reserved": "kubeReservedCgroup (--kube-reserved-cgroup)",
     "system-reserved": "systemReservedCgroup (--system-reserved-cgroup)",
+    "pod": "--pods",
 }
 
 

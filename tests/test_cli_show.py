@@ -295,3 +295,44 @@ def test_systemd_names_derived_from_the_root_are_held_to_systemd_length(capsys, 
     assert (code, out) == (2, ""), err
     assert err.startswith(f"cgalloc: --pods: pod ns/x uid '{uid}': ")
     assert "it has 266 characters" in err and "Traceback" not in err
+
+
+# A cgroup name past NAME_MAX (255 bytes a component): the kubelet's own checks pass it, setup
+# refuses it (plan.check_targets, kernel_ranges.name_refusal). show keeps exit 0 and warns with
+# setup's sentence, once per field as setup says it; it printed the paths without a word.
+LONG = "a" * 256
+NAMES = {
+    "cgroup root": ["--cgroup-root", f"/{LONG}"],
+    "kube-reserved": ["--kube-reserved-cgroup", f"/{LONG}"],
+    "two pods": ["--pods", "long-uid"],
+    "255 bytes": ["--kube-reserved-cgroup", "/" + "b" * 255],
+}
+
+
+@pytest.mark.parametrize("names", NAMES.values(), ids=NAMES.keys())
+def test_show_warns_with_the_name_refusals_of_setup(capsys, tmp_path, monkeypatch, names):
+    from fakecgroup import fake_hierarchy, use_fake_tree
+
+    pods = {"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": f"p{i}", "namespace": "ns", "uid": f"{i}{LONG}"},
+         "spec": {"containers": [{"name": "c"}]}} for i in (1, 2)]}  # fmt: skip
+    (tmp_path / "pods.json").write_text(json.dumps(pods))
+    fine = names is NAMES["255 bytes"]
+    names = [str(tmp_path / "pods.json") if n == "long-uid" else n for n in names]
+    node = ["--capacity", f"cpu=4,memory=8Gi,pid=4096,{PLAN}", "--kube-reserved", "cpu=1",
+            "--enforce", "pods,kube-reserved", *names]  # fmt: skip
+    if "--kube-reserved-cgroup" not in names:
+        node += ["--kube-reserved-cgroup", "/kube"]
+    code, out, err = run(capsys, "show", *node, "-o", "json")
+    assert code == 0, err
+    prefix = "setup refuses this cgroup: "
+    warned = [w.removeprefix(prefix) for w in json.loads(out)["warnings"] if w.startswith(prefix)]
+    root, _ = fake_hierarchy(tmp_path, "v2")
+    use_fake_tree(monkeypatch, tmp_path)
+    code, _, err = run(capsys, "setup", *node, "--cgroupfs", str(root), "--dry-run")
+    lines = [line.removeprefix("cgalloc: ") for line in err.splitlines()]
+    refused = [line for line in lines if not line.startswith("warning: ")]
+    assert warned == refused, err
+    assert code == (0 if fine else 2), err
+    assert len(warned) == (code == 2)

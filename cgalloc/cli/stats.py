@@ -19,7 +19,7 @@ from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
 from cgalloc.cli.options import cgroupfs_option
 from cgalloc.cli.render import OutputFormat, dumps, output_option, warn
 from cgalloc.errors import InputError
-from cgalloc.kernel_ranges import name_problem, shown_path
+from cgalloc.kernel_ranges import name_refusal
 from cgalloc.resources import MEMORY
 from cgalloc.tree import CGROUP_FIELDS
 from cgalloc.tree import clean_cgroupfs_path as _daemon_path
@@ -100,10 +100,9 @@ class _Run:
         named = {"kubepods": self.kubepods, **self.reserved, **self.daemons}
         longest = max(controller_dirs(self.h, "").values(), key=len, default=self.h.root)
         for role, path in named.items():
-            problem = name_problem(path.strip("/"), longest) if path else None
+            problem = name_refusal(_FLAGS[role], path.strip("/"), longest) if path else None
             if problem:  # setup's sentence (plan.check_targets)
-                shown = shown_path(path.strip("/"))
-                raise InputError(f"{_FLAGS[role]}: the cgroup {shown} {problem}.")
+                raise InputError(problem)
 
     def sample(self) -> tuple[list[stats.Target], list[stats.CgroupStats]]:
         # Pods come and go: list them again on every sample.
