@@ -317,7 +317,7 @@ def apply(
                 continue
         except ProcessLookupError:
             continue
-        except (OSError, SystemdError) as exc:
+        except (OSError, SystemdError, ValueError) as exc:  # ValueError: a path no call takes
             _fail(
                 state, record, result, created, roots, switches, units, exc, a.describe(plan.root)
             )

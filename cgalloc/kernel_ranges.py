@@ -154,6 +154,11 @@ def name_problem(path: str, mount: str = "") -> str | None:
     """Why the kernel cannot hold the cgroup ``path`` (below ``mount``); None when it can."""
     if "\x00" in path or "\n" in path:
         return "holds a NUL or newline, which a cgroup name cannot"
+    if not path.isascii():
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:  # an argument's undecodable bytes (surrogateescape)
+            return "holds bytes that are not UTF-8; cgalloc takes cgroup names in UTF-8"
     longest = max((len(p.encode("utf-8", "surrogatepass")) for p in path.split("/")), default=0)
     if longest > NAME_MAX:
         return f"has a component of {longest} bytes; a cgroup name is at most {NAME_MAX} (NAME_MAX)"

@@ -91,3 +91,28 @@ def test_change_n_failing_undoes_every_earlier_one(impl, tmp_path, n):
     assert snapshot(root) == before
     assert not (tmp_path / "state" / "journal.jsonl").exists()
     assert state.load().is_empty()
+
+
+@pytest.mark.parametrize("n", [0, BATCH, PODS - 1, PODS])
+def test_a_path_no_kernel_call_takes_is_undone_like_a_failed_change(impl, tmp_path, n):
+    # A lone surrogate outside surrogateescape's range cannot be encoded for a syscall: the
+    # encoding raised UnicodeEncodeError out of apply, leaving the earlier changes made and
+    # unrecorded (the hostile-input review, with a non-UTF-8 --kube-reserved-cgroup).
+    root, state = _tree(tmp_path), StateDir(str(tmp_path / "state"))
+    p = _plan(root)
+    bad = p.actions[n]
+    if bad.kind == "mkdir":
+        bad = Action("mkdir", bad.mount, bad.path + "\ud800", cgroup=bad.cgroup)
+    else:
+        bad = Action(
+            "write", bad.mount, bad.path, bad.file + "\ud800", bad.old, bad.new, bad.cgroup
+        )
+    p.actions[n] = bad
+    before = snapshot(root)
+    with pytest.raises(CgallocError) as info:
+        _apply(impl, root, state, p)
+    assert f"all {n} earlier changes were undone" in str(info.value)
+    assert "surrogates not allowed" in str(info.value)
+    assert snapshot(root) == before
+    assert not (tmp_path / "state" / "journal.jsonl").exists()
+    assert state.load().is_empty()

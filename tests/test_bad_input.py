@@ -4,6 +4,7 @@ no hang, and nothing written (the fake tree byte-identical, no state directory l
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -130,6 +131,13 @@ CASES = [
      lambda t: [*CAP, "--cgroup-driver", "systemd", "--systemd", "no",
                 "--cgroup-root", "/" + "a" * 230],
      "cgalloc: cgroupRoot (--cgroup-root) '/aaa"),
+    # argv's undecodable bytes arrive as surrogateescape: setup applied a fifth of the tree,
+    # then the core's path encoding raised, with no rollback (the hostile-input review)
+    ("kube-reserved cgroup name that is not UTF-8",
+     lambda t: [*CAP, "--enforce", "pods,kube-reserved", "--kube-reserved", "cpu=1",
+                "--kube-reserved-cgroup", os.fsdecode(b"/\xff\xfe")],
+     "kubeReservedCgroup (--kube-reserved-cgroup): the cgroup '/\\udcff\\udcfe' holds bytes"
+     " that are not UTF-8"),
     ("kube-reserved equal to the cgroup root",
      lambda t: [*CAP, "--enforce", "pods,kube-reserved", "--kube-reserved", "cpu=1",
                 "--kube-reserved-cgroup", "/"],

@@ -50,9 +50,9 @@ def _pack_dirs(dirs: Sequence[str]):
     """dirs as one NUL-separated buffer plus offsets: one allocation instead of N. The C side
     validates them (a few ns each, GIL released) and answers -EINVAL; see _check_rc."""
     joined = "\0".join(dirs) + "\0"
-    buf = joined.encode()
+    buf = os.fsencode(joined)
     # ASCII (the usual case): byte offsets are character offsets
-    lens = map(len, dirs) if len(buf) == len(joined) else (len(d.encode()) for d in dirs)
+    lens = map(len, dirs) if len(buf) == len(joined) else (len(os.fsencode(d)) for d in dirs)
     offs = array("Q", [0])
     offs.extend(accumulate(n + 1 for n in lens))
     return buf, ffi.from_buffer("size_t[]", offs), offs
@@ -160,19 +160,19 @@ class Root(r.RootBase):
         """Write ``value`` to ``relpath`` in one write(); raises WriteError."""
         shown, data = r.value_text(value)
         r.check_op_path(relpath, r.write_error, shown)
-        rc = lib.cg_write(self._fileno(), relpath.encode(), data, len(data), self._flags)
+        rc = lib.cg_write(self._fileno(), os.fsencode(relpath), data, len(data), self._flags)
         if rc < 0:
             raise r.write_error(-rc, relpath, shown)
 
     def mkdir(self, relpath: str, mode: int = 0o755) -> None:
         r.check_op_path(relpath, r.mkdir_error)
-        rc = lib.cg_mkdir(self._fileno(), relpath.encode(), mode, self._flags)
+        rc = lib.cg_mkdir(self._fileno(), os.fsencode(relpath), mode, self._flags)
         if rc < 0:
             raise r.mkdir_error(-rc, relpath)
 
     def rmdir(self, relpath: str) -> None:
         r.check_op_path(relpath, r.rmdir_error)
-        rc = lib.cg_rmdir(self._fileno(), relpath.encode(), self._flags)
+        rc = lib.cg_rmdir(self._fileno(), os.fsencode(relpath), self._flags)
         if rc < 0:
             raise r.rmdir_error(-rc, relpath)
 
@@ -180,7 +180,7 @@ class Root(r.RootBase):
         """A small file's whole content (fewer than ``limit`` bytes, else EFBIG)."""
         r.check_op_path(relpath, r.read_error)
         buf = ffi.new("char[]", limit)
-        n = lib.cg_read_text(self._fileno(), relpath.encode(), buf, limit, self._flags)
+        n = lib.cg_read_text(self._fileno(), os.fsencode(relpath), buf, limit, self._flags)
         if n < 0:
             raise r.read_error(-n, relpath)
         return ffi.unpack(buf, n).decode("utf-8", "replace")
@@ -200,7 +200,7 @@ def oldest_mtimes(
     fds = ffi.new("int[]", list(dirfds) or [-1])
     out = ffi.new("int64_t[]", len(dirs))
     rc = lib.cg_oldest_mtimes(
-        fds, len(dirfds), marker.encode(), dirbuf, offs, len(dirs), threads, out
+        fds, len(dirfds), os.fsencode(marker), dirbuf, offs, len(dirs), threads, out
     )
     _raise_errno(rc, "mtimes", dirs)
     return [None if t == NO_MTIME else t for t in out]
@@ -260,9 +260,12 @@ def apply_ops(ops: Sequence[tuple[Root, str, str | None]]) -> tuple[int, r.Write
     if joined.count("\0") != len(pieces) - 1:  # a NUL inside a path or value
         return r.apply_ops_each(ops)
     joined += "\0"
-    buf = joined.encode()
+    try:
+        buf = os.fsencode(joined)
+    except UnicodeEncodeError:  # a surrogate outside surrogateescape's: say which op, each alone
+        return r.apply_ops_each(ops)
     # ASCII (the usual case): byte offsets are character offsets
-    lens = map(len, pieces) if len(buf) == len(joined) else (len(x.encode()) for x in pieces)
+    lens = map(len, pieces) if len(buf) == len(joined) else (len(os.fsencode(x)) for x in pieces)
     offs = array("Q", [0])
     offs.extend(accumulate(n + 1 for n in lens))
     fds = array("i", [root._fileno() for root, _p, _v in ops])

@@ -402,6 +402,6 @@ def apply_ops_each(ops) -> tuple[int, WriteError | None]:
                 root.mkdir(path)
             else:
                 root.write(path, value)
-        except WriteError as exc:
+        except (WriteError, ValueError) as exc:  # ValueError: a path no kernel call can take
             return i, exc
     return len(ops), None
