@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fakecgroup import fake_switches
 
 import cgalloc.apply
-from cgalloc.cli import main
+from cgalloc import cli
 
 
 def pause_after(changes: int) -> None:
@@ -34,7 +34,7 @@ def pause_after(changes: int) -> None:
     cgalloc.apply._perform = pausing
 
 
-def run(argv: list[str]) -> None:
+def start(argv: list[str]) -> None:
     base, rest = argv[0], argv[1:]
     if rest[:1] == ["--pause-after"]:
         pause_after(int(rest[1]))
@@ -42,8 +42,8 @@ def run(argv: list[str]) -> None:
     if rest[:1] == ["--"]:
         rest = rest[1:]
     cgalloc.apply.SWITCHES = fake_switches(Path(base))
-    main(rest)
+    cli.run(rest)  # as the installed program runs it
 
 
 if __name__ == "__main__":
-    run(sys.argv[1:])
+    start(sys.argv[1:])

@@ -8,9 +8,11 @@ imported only when their command runs (a lazy command group): ``cgalloc show`` p
 from __future__ import annotations
 
 import enum
+import errno
 import functools
 import gc
 import importlib
+import io
 import signal
 import sys
 import threading
@@ -226,26 +228,90 @@ def _root(
     """Keep ``cgalloc <command>`` a command group even while only one command is registered."""
 
 
-def run() -> None:
+def run(argv: list[str] | None = None) -> None:
     """The ``cgalloc`` program (console script, ``python -m cgalloc``): :func:`main` without
     the cyclic garbage collector. A one-shot command's objects die with its process, so its
     scans would be wasted work. ``stats --watch``, the one command that lives on, turns it back
     on. :func:`main` itself leaves the caller's setting alone."""
     gc.disable()
-    main()
+    _own_stdout()
+    main(argv)
+
+
+class StdoutError(OSError):
+    """A write to stdout failed. An OSError still, so click answers EPIPE as it does."""
+
+
+class _Stdout(io.FileIO):
+    def write(self, data: object) -> int | None:
+        try:
+            return super().write(data)  # type: ignore[arg-type]
+        except OSError as exc:
+            raise StdoutError(exc.errno, exc.strerror) from None
+
+
+class _ClosedFd(io.RawIOBase):
+    def writable(self) -> bool:
+        return True
+
+    def write(self, _data: object) -> int:
+        raise StdoutError(errno.EBADF, "stdout is closed")
+
+
+def _own_stdout() -> None:
+    """stdout on fd 1 with errors that name themselves (:class:`StdoutError`): a full disk is
+    one sentence, not a traceback; a closed stdout (``>&-``) fails the first write with EBADF,
+    as in C, where Python drops the output and exits 0. A name the kernel holds as
+    undecodable bytes (a cgroup directory, read with surrogateescape) is written back as those
+    bytes, as ``ls`` does, where a UTF-8 locale's strict stdout raised UnicodeEncodeError."""
+    try:
+        raw: io.RawIOBase = _Stdout(1, "w", closefd=False)
+    except OSError:
+        raw = _ClosedFd()
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    tty = raw.isatty()
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(raw), encoding=encoding, errors="surrogateescape", line_buffering=tty
+    )
+
+
+class OutputLost(CgallocError):
+    """stdout could not take the result; what the command did stands."""
+
+    exit_code = 3
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning cgalloc errors into one message and an exit status."""
     previous = _sigint_as_error()
     try:
-        app(args=argv, prog_name="cgalloc", standalone_mode=True)
+        try:
+            app(args=argv, prog_name="cgalloc", standalone_mode=True)
+        except StdoutError as exc:
+            raise _output_lost(exc) from None
+        except SystemExit as exc:
+            if not exc.code:  # what stdout still holds must reach it before exit 0
+                try:
+                    if sys.stdout is not None:
+                        sys.stdout.flush()
+                except StdoutError as failed:
+                    raise _output_lost(failed) from None
+            raise
     except CgallocError as exc:
         _say(str(exc).splitlines())
         sys.exit(exc.exit_code)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+def _output_lost(exc: OSError) -> OutputLost:
+    # What stdout still holds would fail again at the interpreter's exit: a traceback and 120.
+    sys.stdout = None
+    return OutputLost(
+        f"cannot write the result to stdout ({exc.strerror or exc}); what the command did"
+        " stands (setup's and teardown's changes are made and recorded)."
+    )
 
 
 def _on_sigint(signo: int, _frame: object) -> None:
