@@ -1078,6 +1078,19 @@ def build(
     )
 
 
+GATES = "feature-gates"
+
+
+def _over(values: dict[str, object], layer: Mapping[str, object]) -> None:
+    """``layer``'s values over ``values``. Feature gates merge key by key, the layer's winning:
+    cmd/kubelet/app/server.go kubeletConfigFlagPrecedence adds back the config file's gates
+    that the flags do not set, and pflag's featureGate.Set adds each occurrence's."""
+    below, gates = values.get(GATES), layer.get(GATES)
+    values.update(layer)
+    if isinstance(below, dict) and isinstance(gates, dict):
+        values[GATES] = {**below, **gates}
+
+
 def load_node_config(
     flags: Mapping[str, Sequence[str]] | None = None,
     *,
@@ -1093,10 +1106,10 @@ def load_node_config(
     """
     problems: list[str] = []
     values: dict[str, object] = dict(DEFAULTS)
-    values.update(config_file_layer(config, config_dir, problems))
+    _over(values, config_file_layer(config, config_dir, problems))
     if node_config:
-        values.update(node_config_layer(node_config, problems))
-    values.update(flag_layer(flags or {}, problems))
+        _over(values, node_config_layer(node_config, problems))
+    _over(values, flag_layer(flags or {}, problems))
     cfg = build(values, online_cpus or host_online_cpus, problems)
     if cfg is None:
         raise InputError(_dedup(problems))

@@ -264,6 +264,26 @@ def test_pod_inputs_from_config_file_and_dropins(tmp_path):
     assert cfg.static_pod_path == "/etc/kubernetes/manifests"
 
 
+def test_flag_gates_merge_over_the_config_files_gates(tmp_path):
+    # cmd/kubelet/app/server.go kubeletConfigFlagPrecedence: "Add back feature gates that were
+    # set in the original kc, but not in flags". --feature-gates replaced the file's whole map,
+    # so a flag for another gate turned the file's QOSReserved and CPUCFSQuotaPeriod off (and
+    # then refused its cpuCFSQuotaPeriod); found by the kubelet-compat review.
+    main = kubelet_config(
+        tmp_path / "k.yaml",
+        """\
+        featureGates: {QOSReserved: true, CPUCFSQuotaPeriod: true, MemoryQoS: true}
+        cpuCFSQuotaPeriod: 50ms
+        """,
+    )
+    cfg = load({"feature-gates": ["PodLevelResources=true,MemoryQoS=false"]}, config=main)
+    assert cfg.feature_gates == {
+        "QOSReserved": True, "CPUCFSQuotaPeriod": True, "MemoryQoS": False,
+        "PodLevelResources": True,
+    }  # fmt: skip
+    assert cfg.cpu_cfs_quota_period == 50000
+
+
 @pytest.mark.parametrize(
     ("flags", "problem"),
     [
