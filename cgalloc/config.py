@@ -817,6 +817,9 @@ def _reserved_cpus(
     return cpus
 
 
+_PERCENT_DIGITS = re.compile(r"[+-]?[0-9]+")
+
+
 def _qos_reserved(values: Mapping[str, str], problems: list[str]) -> dict[str, int]:
     """``ParseQOSReserved``: memory only, an integer percentage from 0 to 100."""
     f = BY_FLAG["qos-reserved"]
@@ -825,13 +828,18 @@ def _qos_reserved(values: Mapping[str, str], problems: list[str]) -> dict[str, i
         if name != MEMORY:
             problems.append(f"{f.label}: cannot reserve {quote(name)} resource; expected {f.form}.")
             continue
-        digits = text[:-1] if text.endswith("%") else None
-        if digits is None or not digits.lstrip("+-").isdigit() or not digits.isascii():
+        if not text.endswith("%"):
             problems.append(
                 f"{f.label}: percentage expected, got {quote(text)}; expected {f.form}."
             )
             continue
-        percent = int(digits)
+        # strconv.ParseInt(strings.TrimRight(v, "%"), 10, 0): every trailing '%' goes
+        if not _PERCENT_DIGITS.fullmatch(text.rstrip("%")):
+            problems.append(
+                f"{f.label}: invalid number in percentage {quote(text)}; expected {f.form}."
+            )
+            continue
+        percent = int(text.rstrip("%"))
         if not 0 <= percent <= 100:
             problems.append(
                 f"{f.label}: percentage must be between 0 and 100, got {quote(text)};"

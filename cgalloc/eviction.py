@@ -124,8 +124,9 @@ def parse_float32(text: str) -> float:
 
 
 def parse_percentage(text: str) -> float:
-    """Eviction ``parsePercentage``: ``float32(ParseFloat(s, 32)) / 100`` in float32."""
-    return _to_float32(parse_float32(text[:-1]) / _to_float32(100.0))
+    """Eviction ``parsePercentage``: ``float32(ParseFloat(TrimRight(s, "%"), 32)) / 100`` in
+    float32 (every trailing '%' goes)."""
+    return _to_float32(parse_float32(text.rstrip("%")) / _to_float32(100.0))
 
 
 def parse_threshold(signal: str, value: str) -> Threshold | None:

@@ -477,10 +477,10 @@ def qos_memory_limits(
 
     if not features.enabled(cfg, "QOSReserved"):
         return None
-    percent = cfg.qos_reserved.get(MEMORY, 0)
+    percent = cfg.qos_reserved.get(MEMORY)
     reserved = add(cfg.system_reserved, cfg.kube_reserved)
     absolute = subtract_clamped(alloc.capacity, reserved).get(MEMORY)
-    if not percent or not absolute:
+    if percent is None or not absolute:  # 0% still sets both tiers' limit: allocatable
         return None
     base = absolute.value()
     guaranteed = _tier_memory(pods, GUARANTEED)

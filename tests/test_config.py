@@ -264,6 +264,13 @@ def test_pod_inputs_from_config_file_and_dropins(tmp_path):
     assert cfg.static_pod_path == "/etc/kubernetes/manifests"
 
 
+def test_qos_reserved_trims_every_percent_sign_and_keeps_zero():
+    # pkg/kubelet/cm/helpers.go parsePercentage (TrimRight) and ParseQOSReserved, whose
+    # TestParseQOSReserved expects {"memory": "0%"} to give memory: 0
+    assert load({"qos-reserved": ["memory=50%%"]}).qos_reserved == {"memory": 50}
+    assert load({"qos-reserved": ["memory=0%"]}).qos_reserved == {"memory": 0}
+
+
 def test_flag_gates_merge_over_the_config_files_gates(tmp_path):
     # cmd/kubelet/app/server.go kubeletConfigFlagPrecedence: "Add back feature gates that were
     # set in the original kc, but not in flags". --feature-gates replaced the file's whole map,

@@ -68,6 +68,13 @@ def test_zero_and_hundred_percent_disable(value):
     assert parse_threshold("nodefs.available", value) is None
 
 
+def test_every_trailing_percent_sign_is_trimmed():
+    # pkg/kubelet/eviction/helpers.go parsePercentage: ParseFloat(strings.TrimRight(input, "%"),
+    # 32); "10%%" was refused as malformed. "0%%" is not the literal "0%" that disables.
+    assert parse_threshold("nodefs.available", "10%%%").percentage == pytest.approx(0.1)
+    assert parse_threshold("nodefs.available", "0%%").percentage == 0
+
+
 @pytest.mark.parametrize(
     ("signal", "value", "fragment"),
     [

@@ -344,9 +344,14 @@ def test_tree_qos_reserved_memory():
     # Without pods both tiers get the whole base.
     tree = desired_tree(cfg, alloc, V2_NO_HUGETLB)
     assert (tree[1].limits.memory, tree[2].limits.memory) == (14 * GI, 14 * GI)
-    # 0% (or unset) leaves the tiers without a memory limit.
+    # 0% is in the map, so UpdateCgroups still calls setMemoryReserve: both tiers get the whole
+    # base (capacity 16Gi, nothing reserved); the kubelet-compat review found cgalloc wrote none
     zero = make_cfg(qos_reserved={"memory": 0}, feature_gates={"QOSReserved": True})
     tree = desired_tree(zero, alloc, V2_NO_HUGETLB, cgroups)
+    assert (tree[1].limits.memory, tree[2].limits.memory) == (16 * GI, 16 * GI)
+    # Unset leaves the tiers without a memory limit.
+    unset = make_cfg(feature_gates={"QOSReserved": True})
+    tree = desired_tree(unset, alloc, V2_NO_HUGETLB, cgroups)
     assert (tree[1].limits.memory, tree[2].limits.memory) == (None, None)
     # Without the gate (alpha, off by default) the kubelet ignores qosReserved.
     off = make_cfg(qos_reserved={"memory": 50}, system_reserved=rl(memory="1Gi"))
