@@ -154,6 +154,13 @@ def _check_shape(yaml, text: str, field: str) -> None:
         if isinstance(event, yaml.CollectionEndEvent):
             anchor, count = stack.pop()
         elif isinstance(event, yaml.AliasEvent):
+            if any(open_anchor == event.anchor for open_anchor, _ in stack):
+                # go-yaml: "anchor 'a' value contains itself"; PyYAML builds a cycle that
+                # every walk of it recurses through
+                raise InputError(
+                    f"{field}: the YAML anchor {event.anchor!r} value contains itself; give"
+                    " the document without an alias inside its own anchor."
+                )
             anchor, count = None, sizes.get(event.anchor, 1)
         elif isinstance(event, yaml.ScalarEvent):
             anchor, count = event.anchor, 1
@@ -166,6 +173,6 @@ def _check_shape(yaml, text: str, field: str) -> None:
         total += count if not stack else 0
         if total > MAX_NODES or (stack and stack[-1][1] > MAX_NODES):
             raise InputError(
-                f"{field} expands to more than {MAX_NODES:,} values through YAML aliases; "
-                "give it without aliases repeating large parts."
+                f"{field} holds more than {MAX_NODES:,} values (YAML aliases expanded); "
+                "give a smaller document, without aliases repeating large parts."
             )

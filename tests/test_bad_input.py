@@ -58,7 +58,15 @@ CASES = [
     ("deep YAML nesting", lambda t: [*CAP, "--config", _file(t, "c.yaml", "[" * 50000)],
      "nests deeper than 64 levels"),
     ("YAML alias bomb", lambda t: [*CAP, "--config", _file(t, "c.yaml", CONFIG_HEAD + _bomb())],
-     "expands to more than 1,000,000 values"),
+     "holds more than 1,000,000 values (YAML aliases expanded)"),
+    # go-yaml refuses "anchor 'l' value contains itself"; PyYAML built the cycle: --pods raised
+    # RecursionError (and left a state directory behind), --config took it
+    ("self-referencing YAML alias in --pods",
+     lambda t: [*CAP, "--pods", _file(t, "p.yaml", "&l {apiVersion: v1, kind: List, items: [*l]}")],
+     "the YAML anchor 'l' value contains itself"),
+    ("self-referencing YAML alias in --config",
+     lambda t: [*CAP, "--config", _file(t, "c.yaml", CONFIG_HEAD + "foo: &a [*a]\n")],
+     "the YAML anchor 'a' value contains itself"),
     ("--config /dev/zero", lambda t: [*CAP, "--config", "/dev/zero"], "is not a regular file"),
     ("30 MB config", lambda t: [*CAP, "--config", _file(t, "c.yaml", "#" * (30 << 20))],
      "is larger than 4 MiB"),
