@@ -25,6 +25,7 @@ from pathlib import Path
 
 from cgalloc.config import NodeConfig
 from cgalloc.errors import CgallocError, InputError
+from cgalloc.loading import read_bounded
 from cgalloc.systemd import slice_unit
 from cgalloc.tree import reserved_path
 
@@ -32,6 +33,7 @@ UNIT_NAME = "cgalloc-setup.service"
 UNIT_DIR = "etc/systemd/system"
 WANTS_DIR = f"{UNIT_DIR}/multi-user.target.wants"
 CONFIG_FILE = "etc/cgalloc/setup.conf"
+CONFIG_KIND = "systemd unit or environment file"  # what install-unit reads below --root
 DROPIN_NAME = "50-cgalloc.conf"
 DEFAULT_SETUP_ARGS = ("--config", "/var/lib/kubelet/config.yaml")
 DAEMON_UNITS = {
@@ -137,8 +139,8 @@ def _current(root: Path, rel: str) -> tuple[str, str | None]:
     path = root / rel
     if path.is_symlink():
         return "link", os.readlink(path)
-    if path.is_file():
-        return "file", path.read_text()
+    if path.is_file():  # bounded and strict: a root tool reads what a user may have put there
+        return "file", read_bounded(str(path), "--root", kind=CONFIG_KIND)
     if path.exists():
         raise InputError(f"/{rel} exists and is not a file; remove it first.")
     return "absent", None

@@ -87,12 +87,15 @@ def read_regular(path: str, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_bounded(path: str, field: str, limit: int = FILE_LIMIT) -> str:
-    """The text of the regular file ``path``, at most ``limit`` bytes, strictly UTF-8."""
+def read_bounded(
+    path: str, field: str, limit: int = FILE_LIMIT, kind: str = "YAML or JSON file"
+) -> str:
+    """The text of the regular file ``path``, at most ``limit`` bytes, strictly UTF-8;
+    refusals name ``field`` and ask for a ``kind``."""
     try:
         data = read_regular(path, limit)
     except NotRegularFile as exc:
-        raise InputError(f"{field}: {exc}; give a YAML or JSON file.") from None
+        raise InputError(f"{field}: {exc}; give a {kind}.") from None
     except OSError as exc:
         raise InputError(f"{field}: cannot read {path} ({exc.strerror or exc}).") from None
     size = len(data)
@@ -105,7 +108,7 @@ def read_bounded(path: str, field: str, limit: int = FILE_LIMIT) -> str:
     except UnicodeDecodeError as exc:
         raise InputError(
             f"{field}: {path} is not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x}); "
-            "give a UTF-8 YAML or JSON file."
+            f"give a UTF-8 {kind}."
         ) from None
 
 

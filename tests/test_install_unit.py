@@ -132,6 +132,26 @@ def test_bad_input_exits_2_with_one_sentence_and_writes_nothing(capsys, tmp_path
     assert files(tmp_path) == {}
 
 
+@pytest.mark.parametrize(
+    ("path", "content", "message"),
+    [
+        (CONF, b"CGALLOC_SETUP_ARGS=--kube-reserved cpu=\xff\n", "is not UTF-8 text (byte 39"),
+        (UNIT, b"[Unit]\nDescription=\xff\n", "is not UTF-8 text (byte 19"),
+        (CONF, b"#" * ((4 << 20) + 1), "is larger than 4 MiB"),
+    ],
+)
+def test_files_it_reads_below_root_are_bounded_and_strict(capsys, tmp_path, path, content, message):
+    # install-unit read setup.conf and the unit with Path.read_text: bytes that are not UTF-8
+    # raised UnicodeDecodeError (a traceback), and a 1 GiB sparse file took 2 GB of memory
+    (tmp_path / path).parent.mkdir(parents=True)
+    (tmp_path / path).write_bytes(content)
+    args = ["--", *SYSTEMD_ARGS] if path == UNIT else []  # the default ones need a kubelet
+    code, out, err = install(capsys, tmp_path, "--dry-run", *args)
+    assert (code, out) == (2, ""), err
+    assert err.startswith(f"cgalloc: --root: {tmp_path / path} ") and message in err
+    assert err.endswith("give a UTF-8 systemd unit or environment file.\n") or "4 MiB" in err
+
+
 def test_daemon_whose_unit_is_the_reservation_only_gets_the_ordering(capsys, tmp_path):
     args = ["--cgroup-driver", "systemd", "--kube-reserved-cgroup", "/system.slice/kubelet.service"]
     assert install(capsys, tmp_path, "--daemons", "kubelet", "--", *args)[0] == 0

@@ -12,6 +12,7 @@ import typer
 from cgalloc.bootunit import (
     BOOT_REFUSED,
     CONFIG_FILE,
+    CONFIG_KIND,
     DEFAULT_SETUP_ARGS,
     UNIT_NAME,
     FileChange,
@@ -24,6 +25,7 @@ from cgalloc.bootunit import (
 from cgalloc.cli.inputs import node_inputs_from
 from cgalloc.cli.options import dry_run_option, quiet_option
 from cgalloc.errors import HostError, InputError
+from cgalloc.loading import read_bounded
 from cgalloc.systemd import systemd_running
 
 HELP = (
@@ -117,7 +119,9 @@ def register(app: typer.Typer) -> None:
             changes = uninstall_changes(base)
         else:
             config = base / CONFIG_FILE
-            existing = config_args(config.read_text()) if config.is_file() else None
+            existing = None
+            if config.is_file():
+                existing = config_args(read_bounded(str(config), "--root", kind=CONFIG_KIND))
             args = list(setup_args or ()) or existing or list(DEFAULT_SETUP_ARGS)
             if setup_args and existing is not None and list(setup_args) != existing:
                 raise InputError(
