@@ -226,6 +226,17 @@ class StateDir:
             f"then forgets what it made: remove those cgroups by hand) and run again."
         )
 
+    def require_existing(self) -> None:
+        """teardown's refusal of a state directory that is not there (it creates none), for
+        its dry run as for the run."""
+        if os.path.isdir(self.path):
+            return
+        what = "is not a directory" if os.path.lexists(self.path) else "does not exist"
+        raise InputError(
+            f"--state-dir {self.path} {what}; give the directory setup used "
+            f"(default {DEFAULT_STATE_DIR})."
+        )
+
     def _open_lock(self, create: bool) -> int:
         if create:
             try:
@@ -236,11 +247,8 @@ class StateDir:
                 raise HostError(
                     f"cannot create the state directory {self.path} (--state-dir): {exc.strerror}."
                 ) from exc
-        elif not os.path.isdir(self.path):
-            raise InputError(
-                f"--state-dir {self.path} does not exist; give the directory setup used "
-                f"(default {DEFAULT_STATE_DIR})."
-            )
+        else:
+            self.require_existing()
         return os.open(self._file(LOCK_NAME), os.O_RDWR | os.O_CLOEXEC | os.O_CREAT, 0o600)
 
     @contextlib.contextmanager

@@ -166,14 +166,24 @@ def test_torn_last_journal_line_is_what_a_kill_leaves_and_is_accepted(tree, tmp_
     assert [str(tree), "kubepods"] in record["created"]
 
 
-def test_teardown_of_a_missing_state_dir_is_bad_input_and_creates_nothing(tree, tmp_path, capsys):
-    code, _out, err = run_cli(capsys, "teardown", "--cgroupfs", str(tree), *_state(tmp_path))
-    assert code == 2
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["run", "dry run"])
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_teardown_of_a_missing_state_dir_is_bad_input_and_creates_nothing(
+    tree, tmp_path, capsys, dry_run, kind
+):
+    # the dry run said "0 changes to undo" with exit 0 where the run refuses; a regular file was
+    # said not to exist (the hostile-input review)
+    if kind == "file":
+        (tmp_path / "state").write_text("")
+    argv = ["teardown", *dry_run, "--cgroupfs", str(tree), *_state(tmp_path)]
+    code, out, err = run_cli(capsys, *argv)
+    assert (code, out) == (2, "")
+    what = "does not exist" if kind == "missing" else "is not a directory"
     assert err == (
-        f"cgalloc: --state-dir {tmp_path / 'state'} does not exist; give the directory setup "
+        f"cgalloc: --state-dir {tmp_path / 'state'} {what}; give the directory setup "
         "used (default /var/lib/cgalloc).\n"
     )
-    assert not (tmp_path / "state").exists()
+    assert (tmp_path / "state").exists() == (kind == "file")
 
 
 def test_setup_refused_on_bad_input_leaves_no_state_dir(tree, tmp_path, capsys):

@@ -48,6 +48,7 @@ def register(app: typer.Typer) -> None:
         switches = current_switches()
         state = StateDir(state_dir, switches.boot_id_file)
         if dry_run:
+            state.require_existing()
             record = state.peek()
             warn(state.notes)
             units = _units(peek_units(state), UnitRecord())
