@@ -637,7 +637,9 @@ def config_file_layer(
         if value is None:
             continue
         if f.kind in ("map", "pairs"):
-            value = {str(k): v for k, v in value.items() if v is not None}
+            # a null value decodes into a Go map[string]string as "", which the kubelet then
+            # refuses as a quantity or threshold (a drop-in's null deleted its key above)
+            value = {str(k): "" if v is None else v for k, v in value.items()}
         out[f.flag] = value
     return out
 

@@ -454,6 +454,11 @@ def test_main_file_partial_eviction_replaces_the_defaults_even_with_dropins(tmp_
             "cannot unmarshal bool into Go struct field"
             " KubeletConfiguration.cpuManagerPolicyOptions of type string",
         ),
+        # encoding/json leaves a null map value as "" in a map[string]string; then
+        # server.go parseResourceList: ParseQuantity("") fails, and parseThresholdStatement
+        # likewise. cgalloc dropped the entry: the reservation vanished without a word.
+        ("kubeReserved: {cpu: null}", 'failed to parse quantity "" for "cpu" resource'),
+        ("evictionHard: {memory.available: null}", 'memory.available has malformed value ""'),
     ],
 )
 def test_wrong_types_are_refused_with_the_kubelets_decode_error(tmp_path, body, message):

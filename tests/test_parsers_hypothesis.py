@@ -106,7 +106,11 @@ def test_any_config_file_gives_a_config_or_input_errors_naming_it(body):
                 load_node_config(config=path, online_cpus=lambda: ONLINE)
             except InputError as err:
                 for problem in err.problems:
-                    assert "--config" in problem or f"in {path}" in problem, problem
+                    # the file, or the config field written in it (a value's problem is named
+                    # by its field and flag: "kubeReserved (--kube-reserved): ...")
+                    field = problem.split(" ")[0]
+                    named = "--config" in problem or f"in {path}" in problem
+                    assert named or (field.isalpha() and field in text), problem
 
 
 # ---- round trips --------------------------------------------------------------------------
