@@ -184,7 +184,12 @@ FIELDS = (
     Field("cgroupRoot", "cgroup-root", "str", "an absolute cgroup name such as /"),
     Field("reservedSystemCPUs", "reserved-cpus", "str", CPUSET_FORM),
     Field("qosReserved", "qos-reserved", "map", "memory=N% with an integer N from 0 to 100"),
-    Field("podPidsLimit", "pod-max-pids", "int", "an integer, -1 for unlimited"),
+    Field(
+        "podPidsLimit",
+        "pod-max-pids",
+        "int",
+        "an integer, -1 (or any number below 1) for unlimited",
+    ),
     Field("featureGates", "feature-gates", "gates", features.FORM),
     Field("cpuCFSQuota", "cpu-cfs-quota", "bool", "true or false"),
     Field(
@@ -879,10 +884,6 @@ def _strings(values: Mapping[str, object], problems: list[str]) -> None:
         problems.append(
             f"{system.label} was specified and {BY_FLAG['cgroup-root'].label} was not specified."
         )
-    pids = values["pod-max-pids"]
-    if isinstance(pids, int) and pids < -1:
-        f = BY_FLAG["pod-max-pids"]
-        problems.append(f"{f.label}: {pids} is below -1; use {f.form}.")
     # ValidateKubeletConfiguration (pkg/kubelet/apis/config/validation/validation.go)
     for flag in ("max-pods", "pods-per-core"):
         f = BY_FLAG[flag]

@@ -302,6 +302,15 @@ def test_every_shape_on_cgroup_v1_and_with_options(tmp_path, monkeypatch, capsys
     assert "memory.limit_in_bytes" not in pod_writes(lines, UID(7))
 
 
+@pytest.mark.parametrize("limit", ["0", "-2", "-9223372036854775808"])
+def test_a_pod_pids_limit_below_one_is_unlimited(tmp_path, monkeypatch, capsys, limit):
+    # pod_container_manager_linux.go EnsureExists: PidsLimit only "if m.podPidsLimit > 0", and
+    # ValidateKubeletConfiguration has no rule for it; cgalloc refused anything below -1
+    tree = fake_tree(tmp_path, monkeypatch, "v2")
+    lines = dry_run(capsys, tree, tmp_path, "--pod-max-pids", limit)
+    assert "pids.max" not in pod_writes(lines, UID(1))
+
+
 def test_pod_level_resources_off_on_an_older_kubelet_minor(tmp_path, monkeypatch, capsys):
     # PodLevelResources=false: spec.resources is ignored, so the pod is BestEffort.
     tree = fake_tree(tmp_path, monkeypatch, "v2")
