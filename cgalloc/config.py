@@ -712,6 +712,10 @@ def _quantities(
     return out
 
 
+# Huge page sizes of the Linux architectures (arm64 64Ki .. ppc64 16Gi)
+MIN_HUGEPAGE, MAX_HUGEPAGE = 64 << 10, 16 << 30
+
+
 def _is_capacity_name(name: str) -> bool:
     if name in RESERVABLE:
         return True
@@ -1042,6 +1046,16 @@ def build(
                 f"{BY_FLAG['capacity'].label}: {name}={q} is more than a 64-bit count holds"
                 f" (at most {MAX_BINARY_SI}); give the node's real capacity."
             )
+        elif is_hugepages(name):
+            size = hugepage_size_bytes(name)
+            if size & (size - 1) or not MIN_HUGEPAGE <= size <= MAX_HUGEPAGE:
+                # the kubelet's capacity comes from the kernel's page sizes; a size no kernel
+                # has names a hugetlb file no cgroup has (setup would fail at its write)
+                problems.append(
+                    f"{BY_FLAG['capacity'].label}: {name} is no huge page size; a page size"
+                    " is a power of two from 64Ki to 16Gi, such as hugepages-2Mi or"
+                    " hugepages-1Gi."
+                )
     thresholds = _thresholds(mapping("eviction-hard"), problems)
     enforce = _enforcement(values, problems)
     cpus = _reserved_cpus(values, overrides, online_cpus, problems)

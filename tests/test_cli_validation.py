@@ -105,6 +105,11 @@ ENF = "enforceNodeAllocatable (--enforce-node-allocatable)"
         (["--enforce", "pods,"], f'option "" specified for {ENF}'),
         (["--capacity", "gpus=2"], '--capacity: unknown "gpus" resource'),
         (["--capacity", "memory=lots"], '--capacity: failed to parse quantity "lots"'),
+        # a size no kernel has names a hugetlb file no cgroup has: setup planned a write to a
+        # file with a 300-character name (the hostile-input review)
+        (["--capacity", "hugepages-1e400=1"], "--capacity: hugepages-1e400 is no huge page size"),
+        (["--capacity", "hugepages-3Mi=0"], "--capacity: hugepages-3Mi is no huge page size"),
+        (["--capacity", "hugepages-32Gi=0"], "a power of two from 64Ki to 16Gi"),
         (["--capacity", "cpu=-2"],
          '--capacity: resource quantity for "cpu" cannot be negative: -2'),
         (["--enforce", "pods,pods-compressible"],

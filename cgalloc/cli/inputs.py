@@ -272,7 +272,8 @@ _OPTIONS = (
         "capacity",
         ("--capacity",),
         "Override this node's capacity to plan another node type: cpu, memory,"
-        " ephemeral-storage, pid or hugepages-<size>, e.g. cpu=16,memory=64Gi. Resources not"
+        " ephemeral-storage, pid or hugepages-<size> (a power of two from 64Ki to 16Gi),"
+        " e.g. cpu=16,memory=64Gi. Resources not"
         " given are read from this host. Repeatable.",
         "NAME=QTY,...",
         True,
