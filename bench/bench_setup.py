@@ -66,6 +66,9 @@ NODE = [
     "cpu=100m,memory=128Mi" if REAL else "cpu=500m,memory=1Gi",
     "--enforce",
     "pods,system-reserved",
+    # the node must admit the bench's pods: the kubelet (and setup) refuse more than maxPods
+    "--max-pods",
+    str(max(PODS, 110)),
 ]
 QOS = ("burstable", "besteffort", "guaranteed")
 # contender -> (best seconds, changes made, note)

@@ -231,12 +231,31 @@ def _kind(doc: object) -> tuple[str, str]:
     return str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
 
 
-def _objects(doc: object, where: str, problems: _Problems, out: list[Pod]) -> None:
+class _Admitted(list):
+    """The pods so far; past the node's pod capacity, the refusal, at once (a list of 700,000
+    pods would take minutes and gigabytes to model)."""
+
+    def __init__(self, admits: int | None) -> None:
+        super().__init__()
+        self.admits = admits
+
+    def add(self, pod: Pod) -> None:
+        self.append(pod)
+        if self.admits is not None and len(self) > self.admits:
+            raise InputError(
+                f"{FIELD}: more than {self.admits} pods, and this node admits at most"
+                f" {self.admits} (maxPods (--max-pods), podsPerCore): the kubelet rejects the"
+                " rest (OutOfpods); give this node's pods only, e.g. kubectl get pods -A -o"
+                " json --field-selector spec.nodeName=NODE."
+            )
+
+
+def _objects(doc: object, where: str, problems: _Problems, out: _Admitted) -> None:
     api, kind = _kind(doc)
     if (api, kind) == ("v1", "Pod"):
         pod = parse_pod(doc, where, problems)  # type: ignore[arg-type]
         if pod is not None:
-            out.append(pod)
+            out.add(pod)
     elif api == "v1" and kind in LIST_KINDS:
         items = doc.get("items") or []  # type: ignore[union-attr]
         if not isinstance(items, list):
@@ -249,13 +268,12 @@ def _objects(doc: object, where: str, problems: _Problems, out: list[Pod]) -> No
         problems.add(where, f"holds {shown}; expected {FORM}.")
 
 
-def _static_dir(path: str, problems: _Problems) -> list[Pod]:
+def _static_dir(path: str, problems: _Problems, out: _Admitted) -> None:
     """``extractFromDir``: each regular, non-hidden file holds exactly one v1 Pod."""
     try:
         names = sorted(n for n in os.listdir(path) if not n.startswith("."))
     except OSError as err:
         raise InputError(f"{FIELD}: cannot list {path} ({err.strerror or err}).") from None
-    out: list[Pod] = []
     for name in names:
         file = os.path.join(path, name)
         if not os.path.isfile(file):
@@ -268,17 +286,17 @@ def _static_dir(path: str, problems: _Problems) -> list[Pod]:
             continue
         pod = parse_pod(docs[0], file, problems, static_file=True)  # type: ignore[arg-type]
         if pod is not None:
-            out.append(pod)
-    return out
+            out.add(pod)
 
 
-def load_pods(paths: Sequence[str]) -> list[Pod]:
-    """The Pods of every ``--pods`` path; InputError listing every problem, nothing written."""
+def load_pods(paths: Sequence[str], admits: int | None = None) -> list[Pod]:
+    """The Pods of every ``--pods`` path; InputError listing every problem, nothing written.
+    More than ``admits`` pods (the node's pod capacity) is refused as soon as it is seen."""
     problems = _Problems()
-    pods: list[Pod] = []
+    pods = _Admitted(admits)
     for path in paths:
         if os.path.isdir(path):
-            pods += _static_dir(path, problems)
+            _static_dir(path, problems, pods)
             continue
         for doc in _json_or_yaml(read_bounded(path, FIELD, LIMIT), f"{FIELD} {path}"):
             _objects(doc, path, problems, pods)
@@ -292,7 +310,7 @@ def load_pods(paths: Sequence[str]) -> list[Pod]:
         seen[pod.uid] = pod.name
     if problems.items:
         raise InputError(problems.items)
-    return pods
+    return list(pods)
 
 
 def pod_cgroups(pods: Sequence[Pod], cfg: NodeConfig, cgroup_v2: bool) -> list[PodCgroup]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import typer
 
+from cgalloc.allocatable import pods_capacity
 from cgalloc.apply import (
     Interrupted,
     Result,
@@ -124,7 +125,7 @@ class TreeOptions:
                     " file the kubelet reads static pods from."
                 )
             paths.append(cfg.static_pod_path)
-        pods = load_pods(paths) if paths else []
+        pods = load_pods(paths, pods_capacity(cfg, capacity).value()) if paths else []
         hierarchy = detect(self.cgroupfs, switches.mountinfo)
         moves = [
             (role, names)

@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING
 import typer
 
 from cgalloc import tree
-from cgalloc.allocatable import Allocatable, CpuSets, check_enforceable, compute, cpu_sets
+from cgalloc.allocatable import (
+    Allocatable,
+    CpuSets,
+    check_enforceable,
+    compute,
+    cpu_sets,
+    pods_capacity,
+)
 from cgalloc.capacity import node_cpus
 from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, enforcement_warnings, node_inputs
 from cgalloc.cli.options import pods_option
@@ -205,7 +212,8 @@ def register(app: typer.Typer) -> None:
             from cgalloc.pods import load_pods, pod_cgroups
 
             # show reads no cgroup: the values are cgroup v2's minus memory.min (MemoryQoS)
-            doc["pods"] = pods_doc(cfg, pod_cgroups(load_pods(pods), cfg, cgroup_v2=False))
+            admits = pods_capacity(cfg, capacity).value()
+            doc["pods"] = pods_doc(cfg, pod_cgroups(load_pods(pods, admits), cfg, cgroup_v2=False))
             doc["warnings"] += setup_refusals(("pod", p["cgroup"].lstrip("/")) for p in doc["pods"])
         warn(doc["warnings"])
         emit(doc, output, lambda: table(doc))

@@ -349,6 +349,7 @@ def test_sigterm_midway_undoes_every_change(tmp_path):
         pods_file = tmp_path / "pods.json"
         pods_file.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
         extra = ["--enforce", "pods,system-reserved", "--system-reserved-cgroup", "/system.slice"]
+        extra += ["--max-pods", "600"]  # the node admits them all
         state = tmp_path / "state"
         args = [*NODE, *extra, "--pods", str(pods_file), "--state-dir", str(state)]
         planned = json.loads(cgalloc("setup", *args, "--dry-run", "-o", "json").stdout)["plan"]
