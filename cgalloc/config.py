@@ -13,6 +13,7 @@ Pure apart from reading the named files.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -34,7 +35,7 @@ from cgalloc.eviction import (
 )
 from cgalloc.eviction import split_pair as split_eviction_pair
 from cgalloc.gostrconv import parse_go_int
-from cgalloc.loading import load_yaml_documents, read_bounded
+from cgalloc.loading import FILE_LIMIT, load_yaml_documents, read_bounded
 from cgalloc.quantity import MAX_BINARY_SI, Quantity, QuantityError
 from cgalloc.resources import (
     CPU,
@@ -53,7 +54,8 @@ NODE_CONFIG_API_VERSION = "v1"
 NODE_CONFIG_KIND = "NodeConfig"
 DROPIN_SUFFIX = ".conf"  # the kubelet reads only these from --config-dir
 # Bounds on the --config-dir walk (the kubelet has none): real drop-in directories hold a few
-# files, each may be 4 MiB (loading.FILE_LIMIT), and cgalloc runs as root on hostile input.
+# files, each may be 4 MiB (loading.FILE_LIMIT), all of them together as much, and cgalloc runs
+# as root on hostile input.
 DROPIN_MAX_ENTRIES = 256  # files and directories in the whole tree
 DROPIN_MAX_DEPTH = 16  # subdirectory levels below --config-dir
 
@@ -604,6 +606,22 @@ def dropin_root_note(directory: str) -> str | None:
     )
 
 
+def _within_total(paths: list[str], directory: str, problems: list[str]) -> list[str]:
+    """``paths`` when the drop-ins hold at most FILE_LIMIT bytes together; else none, and the
+    problem: each file's own bound still lets 256 of them take minutes and gigabytes to load."""
+    total = 0
+    for path in paths:
+        with contextlib.suppress(OSError):  # reading it says what is wrong
+            total += os.stat(path).st_size
+    if total <= FILE_LIMIT:
+        return paths
+    problems.append(
+        f"--config-dir: the drop-ins in {directory} hold {total} bytes together, more than"
+        f" {FILE_LIMIT >> 20} MiB; a {CONFIG_KIND} drop-in is a few KiB."
+    )
+    return []
+
+
 def config_file_layer(
     config: str | None, config_dir: str | None, problems: list[str]
 ) -> dict[str, object]:
@@ -631,7 +649,7 @@ def config_file_layer(
     if config or config_dir:
         merged = _defaulted_eviction(merged)
     if config_dir:
-        dropins = dropin_files(config_dir, problems)
+        dropins = _within_total(dropin_files(config_dir, problems), config_dir, problems)
         for path in dropins:
             doc = read(path, "--config-dir")
             if doc is not None:
