@@ -6,7 +6,9 @@ import subprocess
 import sys
 from importlib import metadata
 
+import pytest
 import typer.main
+from clirun import run_cli
 
 from cgalloc.cli import COMMANDS, app
 
@@ -68,6 +70,19 @@ def test_options_keep_their_types_and_errors():
     )  # fmt: skip
     assert out.returncode == 2
     assert "xml" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "text"),
+    [("--interval", "1_0"), ("--interval", " 5"), ("--interval", "\u0661"), ("--interval", "nan"),
+     ("--depth", "1_0"), ("--depth", "+\u0662")],
+)  # fmt: skip
+def test_number_options_take_ascii_decimal_only(capsys, option, text):
+    # Python's int() and float() take "1_0" as 10, " 5", Arabic-Indic digits and "nan": --interval
+    # 1_0 slept 10 seconds (the hostile-input review)
+    code, out, err = run_cli(capsys, "stats", option, text, "--cgroupfs", "/nonexistent")
+    assert (code, out) == (2, ""), err
+    assert f"Invalid value for '{option}'" in err
 
 
 # What each command must not import: modules of other commands, or of parts of cgalloc the

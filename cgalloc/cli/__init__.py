@@ -13,6 +13,7 @@ import functools
 import gc
 import importlib
 import io
+import re
 import signal
 import sys
 import threading
@@ -63,9 +64,18 @@ class _Commands(dict):
         return cmd
 
 
+# ASCII decimal only: Python's int() and float() also take "1_0", " 5 " and other scripts' digits
+_NUMBER_TEXT = {
+    int: re.compile(r"[+-]?[0-9]+"),
+    float: re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"),
+}
+
+
 def _number(kind: type, what: str) -> Callable[[object], object]:
     def convert(value: object) -> object:
         try:
+            if isinstance(value, str) and not _NUMBER_TEXT[kind].fullmatch(value):
+                raise ValueError(value)
             return kind(value)
         except (TypeError, ValueError):
             raise typer.BadParameter(
