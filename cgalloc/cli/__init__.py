@@ -67,7 +67,8 @@ class _Commands(dict):
 # ASCII decimal only: Python's int() and float() also take "1_0", " 5 " and other scripts' digits
 _NUMBER_TEXT = {
     int: re.compile(r"[+-]?[0-9]+"),
-    float: re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"),
+    # inf and nan pass, for the option's own range check to name them in one sentence
+    float: re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|nan)", re.I),
 }
 
 
