@@ -44,7 +44,7 @@ RESERVING_SIGNALS: dict[str, str] = {
     "nodefs.available": EPHEMERAL_STORAGE,
 }
 
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
 
 
 class ThresholdError(ValueError):
@@ -72,7 +72,10 @@ class Threshold(NamedTuple):  # a NamedTuple: a dataclass costs ~1.5 ms per proc
 
 
 def quote(text: str) -> str:
-    """Go's ``%q`` for the plain strings in messages."""
+    """Go's ``%q`` for the plain strings in messages; past 80 characters, the start and the
+    length (a 100 KB value is not echoed whole)."""
+    if len(text) > 80:
+        return f"{json.dumps(text[:60])[:-1]}...\" ({len(text)} characters)"
     return json.dumps(text)
 
 

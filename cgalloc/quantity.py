@@ -41,7 +41,11 @@ _BINARY_SUFFIX_FOR[0] = ""
 
 # The same shape upstream's hand-written scanner accepts; ASCII digits only, and fullmatch so
 # that a trailing newline is not silently allowed.
-_SPLIT = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?([eEinumkKMGTP]*[+-]?[0-9]*)", re.ASCII)
+# The suffix never starts with a digit (the number's digits are greedy): without the lookahead a
+# failing match gave digits back one at a time, quadratic in the length (32 s for 100,000).
+_SPLIT = re.compile(
+    r"([+-]?)([0-9]*)(?:\.([0-9]*))?((?![0-9])[eEinumkKMGTP]*[+-]?[0-9]*)", re.ASCII
+)
 _EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)", re.ASCII)
 
 ACCEPTED_FORM = (

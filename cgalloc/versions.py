@@ -57,7 +57,9 @@ def minor_tuple(version: str) -> tuple[int, int]:
 # whitespace, an optional "v", two or more dot-separated decimal components, then anything but
 # a newline, which is ignored; so `kubelet --version`'s "v1.37.2", EKS's "v1.37.2-eks-4f2a1b"
 # and k3s's "v1.37.2+k3s1" read as 1.37.
-_GENERIC = re.compile(r"[\t\n\f\r ]*v?([0-9]+(?:\.[0-9]+)+)[^\n]*")
+# (the lookahead keeps the components maximal, as RE2's greedy match takes them: without it a
+# failing match tried every split against [^\n]*, quadratic in the length)
+_GENERIC = re.compile(r"[\t\n\f\r ]*v?([0-9]+(?:\.[0-9]+)+)(?!\.?[0-9])[^\n]*")
 
 
 def normalise(text: str) -> str | None:

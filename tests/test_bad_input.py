@@ -146,6 +146,17 @@ CASES = [
                 "--kube-reserved-cgroup", os.fsdecode(b"/\xff\xfe")],
      "kubeReservedCgroup (--kube-reserved-cgroup): the cgroup '/\\udcff\\udcfe' holds bytes"
      " that are not UTF-8"),
+    # a failing regex match split long digit runs every way: quadratic, 25 s to a minute and more
+    # for these (the hostile-input review); now each is refused at once, its value cut
+    ("100,000-digit bad quantity",
+     lambda t: [*CAP, "--kube-reserved", "cpu=" + "9" * 100_000 + "x"],
+     '..." (100001 characters) for "cpu" resource'),
+    ("100,000-digit bad duration",
+     lambda t: [*CAP, "--cpu-cfs-quota-period", "1" * 100_000 + "x"],
+     'time: invalid duration "1111'),
+    ("100,000-component kubelet version",
+     lambda t: [*CAP, "--kubelet-version", "1." * 100_000 + "\n\n"],
+     "--kubelet-version"),
     ("kube-reserved equal to the cgroup root",
      lambda t: [*CAP, "--enforce", "pods,kube-reserved", "--kube-reserved", "cpu=1",
                 "--kube-reserved-cgroup", "/"],

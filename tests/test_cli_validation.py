@@ -63,6 +63,9 @@ ENF = "enforceNodeAllocatable (--enforce-node-allocatable)"
         (["--system-reserved", "cpu=1.5.0"],
          'systemReserved (--system-reserved): failed to parse quantity "1.5.0" for "cpu"'),
         (["--kube-reserved", "cpu"], 'kubeReserved (--kube-reserved): malformed pair "cpu"'),
+        # a long value is cut in the sentence: a 100 KB one was echoed whole
+        (["--kube-reserved", "cpu=" + "9" * 100_000 + "x"],
+         f'failed to parse quantity "{"9" * 60}..." (100001 characters) for "cpu" resource'),
         (["--eviction-hard", "memory.available=1Gi"],
          'evictionHard (--eviction-hard): malformed pair "memory.available=1Gi"'),
         (["--eviction-hard", "memory.free<1Gi"],

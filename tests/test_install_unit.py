@@ -217,6 +217,15 @@ def test_root_must_be_a_directory(capsys, tmp_path):
     assert "--root" in err
 
 
+def test_an_empty_root_is_not_the_current_directory(capsys, tmp_path, monkeypatch):
+    # Path("") is "."; --state-dir '' and --cgroupfs '' are refused, and so is --root ''
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, "install-unit", "--root", "", "--", *SYSTEMD_ARGS)
+    assert (code, out) == (2, "")
+    assert err == "cgalloc: --root '' is not a directory; give an existing directory.\n"
+    assert files(tmp_path) == {}
+
+
 def test_moving_processes_by_name_says_it_does_not_persist(capsys, tmp_path, monkeypatch):
     from test_cli_setup import fake_tree
 

@@ -68,7 +68,7 @@ class _Commands(dict):
 _NUMBER_TEXT = {
     int: re.compile(r"[+-]?[0-9]+"),
     # inf and nan pass, for the option's own range check to name them in one sentence
-    float: re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|nan)", re.I),
+    float: re.compile(r"[+-]?(([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|nan)", re.I),
 }
 
 

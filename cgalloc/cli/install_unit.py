@@ -108,7 +108,7 @@ def register(app: typer.Typer) -> None:
         quiet: bool = quiet_option(),
     ) -> None:
         base = Path(root)
-        if not base.is_dir():
+        if not root or not base.is_dir():  # Path("") is the current directory
             raise InputError(f"--root {root!r} is not a directory; give an existing directory.")
         if uninstall:
             if setup_args or _daemon_names(daemons):
