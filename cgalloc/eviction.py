@@ -75,7 +75,7 @@ def quote(text: str) -> str:
     """Go's ``%q`` for the plain strings in messages; past 80 characters, the start and the
     length (a 100 KB value is not echoed whole)."""
     if len(text) > 80:
-        return f"{json.dumps(text[:60])[:-1]}...\" ({len(text)} characters)"
+        return f'{json.dumps(text[:60])[:-1]}..." ({len(text)} characters)'
     return json.dumps(text)
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from cgalloc import features
 from cgalloc.errors import InputError
+from cgalloc.kernel_ranges import name_refusal
 from cgalloc.resources import MEMORY, add, subtract_clamped
 
 # The planning functions below import limits and podresources themselves: stats and
@@ -375,6 +376,40 @@ def placement_problems(cgroups: Iterable[tuple[str, str]]) -> list[str]:
     kubepods = next((p for r, p in pairs if r == "kubepods"), None)
     out = [p for r, path in pairs if (p := placement_problem(r, path, kubepods))]
     return out + overlapping_reserved({r: p for r, p in pairs if r in RESERVED_ROLES})
+
+
+def role_paths(cfg: NodeConfig) -> list[tuple[str, str]]:
+    """(role, path without the leading '/') of kubepods and each enforced reserved cgroup (the
+    kubelet's path and, for a systemd unit path, the unit's real cgroup too)."""
+    kubepods = kubepods_path(cfg)
+    pairs = [("kubepods", kubepods.lstrip("/"))] if kubepods else []
+    for role, value in (("kube-reserved", cfg.kube_reserved_cgroup),
+                        ("system-reserved", cfg.system_reserved_cgroup)):  # fmt: skip
+        if not value or not cfg.enforces(role):
+            continue
+        for kubelets in (True, False):
+            path = reserved_path(value, CGROUP_FIELDS[role], cfg.cgroup_driver, kubelets)
+            if (role, path.lstrip("/")) not in pairs:
+                pairs.append((role, path.lstrip("/")))
+    return pairs
+
+
+def setup_refusals(pairs: Iterable[tuple[str, str]]) -> list[str]:
+    """setup's refusals of these (role, path) cgroups that the kubelet's checks pass, as the
+    warnings of the commands that write nothing: where the reserved cgroups are (in, above or
+    overlapping kubepods or each other), and names the kernel cannot hold (once per field, as
+    setup says them; with no mount known, a path is measured from '/', so only what setup
+    surely refuses is named)."""
+    pairs = list(pairs)
+    out = [f"setup refuses this placement: {p}" for p in placement_problems(pairs)]
+    named = set()
+    for role, path in pairs:
+        field = CGROUP_FIELDS[role]
+        refusal = name_refusal(field, path)
+        if refusal and field not in named:
+            out.append(f"setup refuses this cgroup: {refusal}")
+            named.add(field)
+    return out
 
 
 def kubepods_cgroup(cfg: NodeConfig) -> CgroupName:

@@ -103,3 +103,23 @@ def test_daemon_cgroups_the_kubelet_refuses(tmp_path, yaml_text, message):
     with pytest.raises(InputError) as err:
         load_node_config({}, config=str(config))
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("args", "warning"),
+    [
+        (["--cgroup-root", "/" + "a" * 300],
+         "setup refuses this cgroup: cgroupRoot (--cgroup-root): the cgroup /aaa"),
+        ([*KUBE, "--enforce", "pods,kube-reserved", "--kube-reserved-cgroup", "/kubepods/k"],
+         "setup refuses this placement: kubeReservedCgroup (--kube-reserved-cgroup) /kubepods/k"
+         " must not be kubepods (/kubepods) or inside it"),
+    ],
+)  # fmt: skip
+def test_a_cgroup_setup_refuses_is_warned_as_show_warns(capsys, args, warning):
+    # tree.setup_refusals: kubelet-config printed a fragment for a tree setup would refuse,
+    # without a word (the hostile-input review); show says the same sentence
+    for command in ("kubelet-config", "show"):
+        code, out, err = run_cli(capsys, command, "--capacity", "cpu=4,memory=8Gi", *args)
+        assert code == 0 and out, err
+        warnings = [line for line in err.splitlines() if "setup refuses" in line]
+        assert len(warnings) == 1 and warnings[0].startswith(f"cgalloc: warning: {warning}"), err

@@ -39,7 +39,8 @@ def daemon_cgroups(cfg: NodeConfig) -> dict[str, str]:
     out: dict[str, str] = {}
     driver = cfg.cgroup_driver
     if cfg.enforces("kube-reserved") and cfg.kube_reserved_cgroup:
-        kube = tree.reserved_path(cfg.kube_reserved_cgroup, "--kube-reserved-cgroup", driver)
+        field = tree.CGROUP_FIELDS["kube-reserved"]
+        kube = tree.reserved_path(cfg.kube_reserved_cgroup, field, driver)
         if driver != "systemd":
             out["kubeletCgroups"] = out["runtimeCgroups"] = kube
         else:
@@ -51,7 +52,8 @@ def daemon_cgroups(cfg: NodeConfig) -> dict[str, str]:
             elif kube.endswith("/" + DAEMON_UNITS["kubelet"]):
                 out["kubeletCgroups"] = kube  # the reservation is the kubelet's own unit
     if cfg.enforces("system-reserved") and cfg.system_reserved_cgroup:
-        system = tree.reserved_path(cfg.system_reserved_cgroup, "--system-reserved-cgroup", driver)
+        field = tree.CGROUP_FIELDS["system-reserved"]
+        system = tree.reserved_path(cfg.system_reserved_cgroup, field, driver)
         if system != "/":
             out["systemCgroups"] = system
     for key, given in (
@@ -184,7 +186,7 @@ def register(app: typer.Typer) -> None:
     @node_inputs
     def kubelet_config(inputs: NodeInputs, output: OutputFormat = output_option()) -> None:
         cfg = inputs.load_config()
-        warn(enforcement_warnings(cfg))
+        warn([*enforcement_warnings(cfg), *tree.setup_refusals(tree.role_paths(cfg))])
         doc, flags, notes = fragment(cfg)
         if output is OutputFormat.json:
             emit({"config": doc, "flags": flags, "notes": notes}, output, str)

@@ -3,7 +3,7 @@ limits that enforcing them would write, and what each reservation and threshold 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import typer
@@ -22,7 +22,6 @@ from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, enforcement_warnin
 from cgalloc.cli.options import pods_option
 from cgalloc.cli.render import OutputFormat, aligned, emit, output_option, warn
 from cgalloc.config import NodeConfig
-from cgalloc.kernel_ranges import name_refusal
 from cgalloc.limits import format_cpuset
 from cgalloc.resources import format_list
 
@@ -73,33 +72,6 @@ def _cgroups(cfg: NodeConfig, alloc: Allocatable, sets: CpuSets) -> dict[str, di
     return out
 
 
-def _role_paths(cgroups: dict[str, dict]) -> list[tuple[str, str]]:
-    """(role, path without the leading '/') of kubepods and the reserved cgroups shown."""
-    pairs = []
-    for role, key in (("kubepods", "kubepods"), ("kube-reserved", "kubeReserved"),
-                      ("system-reserved", "systemReserved")):  # fmt: skip
-        entry = cgroups.get(key) or {}
-        pairs += [(role, entry[k].lstrip("/")) for k in ("cgroup", "alsoLimits") if entry.get(k)]
-    return pairs
-
-
-def setup_refusals(pairs: Iterable[tuple[str, str]]) -> list[str]:
-    """setup's refusals of these (role, path) cgroups that the kubelet accepts, so show warns and
-    keeps exit 0: where the reserved cgroups are (in, above or overlapping kubepods or each
-    other), and names the kernel cannot hold (once per field, as setup says them; with no mount
-    known, a path is measured from '/', so only what setup surely refuses is named)."""
-    pairs = list(pairs)
-    out = [f"setup refuses this placement: {p}" for p in tree.placement_problems(pairs)]
-    named = set()
-    for role, path in pairs:
-        field = tree.CGROUP_FIELDS[role]
-        refusal = name_refusal(field, path)
-        if refusal and field not in named:
-            out.append(f"setup refuses this cgroup: {refusal}")
-            named.add(field)
-    return out
-
-
 def result(cfg: NodeConfig, alloc: Allocatable, cpus: frozenset[int]) -> dict:
     """The JSON/YAML document of ``show``; ``cpus`` are the node's CPUs."""
     sets = cpu_sets(cfg, cpus)
@@ -125,7 +97,7 @@ def result(cfg: NodeConfig, alloc: Allocatable, cpus: frozenset[int]) -> dict:
             *tree.naming_notes(cfg),
             *sets.notes,
             *enforcement_warnings(cfg),
-            *setup_refusals(_role_paths(cgroups)),
+            *tree.setup_refusals(tree.role_paths(cfg)),
         ],
     }
 
@@ -214,7 +186,8 @@ def register(app: typer.Typer) -> None:
             # show reads no cgroup: the values are cgroup v2's minus memory.min (MemoryQoS)
             admits = pods_capacity(cfg, capacity).value()
             doc["pods"] = pods_doc(cfg, pod_cgroups(load_pods(pods, admits), cfg, cgroup_v2=False))
-            doc["warnings"] += setup_refusals(("pod", p["cgroup"].lstrip("/")) for p in doc["pods"])
+            pod_paths = (("pod", p["cgroup"].lstrip("/")) for p in doc["pods"])
+            doc["warnings"] += tree.setup_refusals(pod_paths)
         warn(doc["warnings"])
         emit(doc, output, lambda: table(doc))
         # validateNodeAllocatable / enforceNodeAllocatableCgroups (pkg/kubelet/cm): the kubelet
