@@ -846,7 +846,7 @@ def _reserved_cpus(
     return cpus
 
 
-_PERCENT_DIGITS = re.compile(r"[+-]?[0-9]+")
+_PERCENT_DIGITS = re.compile(r"[+-]?[0-9]{1,19}")
 
 
 def _qos_reserved(values: Mapping[str, str], problems: list[str]) -> dict[str, int]:
@@ -862,13 +862,15 @@ def _qos_reserved(values: Mapping[str, str], problems: list[str]) -> dict[str, i
                 f"{f.label}: percentage expected, got {quote(text)}; expected {f.form}."
             )
             continue
-        # strconv.ParseInt(strings.TrimRight(v, "%"), 10, 0): every trailing '%' goes
-        if not _PERCENT_DIGITS.fullmatch(text.rstrip("%")):
+        # strconv.ParseInt(strings.TrimRight(v, "%"), 10, 0): every trailing '%' goes, and a
+        # number past int64 is no number (19 digits at most, so int() never meets its limit)
+        digits = text.rstrip("%")
+        percent = int(digits) if _PERCENT_DIGITS.fullmatch(digits) else None
+        if percent is None or not -(1 << 63) <= percent < 1 << 63:
             problems.append(
                 f"{f.label}: invalid number in percentage {quote(text)}; expected {f.form}."
             )
             continue
-        percent = int(text.rstrip("%"))
         if not 0 <= percent <= 100:
             problems.append(
                 f"{f.label}: percentage must be between 0 and 100, got {quote(text)};"

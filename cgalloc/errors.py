@@ -2,8 +2,8 @@
 
 Exit statuses: 0 success; 1 a check found drift or an operation failed and was rolled back;
 2 bad input (nothing was written); 3 the host cannot do what was asked (missing cgroup
-controller, no privileges), nothing was written, or stdout could not take the result (what the
-command did stands); 128 + signo stopped by a signal
+controller, no privileges), nothing was written, or stdout could not take the result (the
+command stopped there; what it had done stands); 128 + signo stopped by a signal
 (:class:`Interrupted`).
 """
 

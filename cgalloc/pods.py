@@ -238,10 +238,12 @@ class _Admitted(list):
     def __init__(self, admits: int | None) -> None:
         super().__init__()
         self.admits = admits
+        self.uids: set[str] = set()  # a pod given twice (a mirror pod and its manifest) is one
 
     def add(self, pod: Pod) -> None:
         self.append(pod)
-        if self.admits is not None and len(self) > self.admits:
+        self.uids.add(pod.uid)
+        if self.admits is not None and len(self.uids) > self.admits:
             raise InputError(
                 f"{FIELD}: more than {self.admits} pods, and this node admits at most"
                 f" {self.admits} (maxPods (--max-pods), podsPerCore): the kubelet rejects the"

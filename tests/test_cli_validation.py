@@ -92,6 +92,12 @@ ENF = "enforceNodeAllocatable (--enforce-node-allocatable)"
          'qosReserved (--qos-reserved): invalid number in percentage "+-5%"'),
         (["--qos-reserved", "memory=1_0%"],
          'qosReserved (--qos-reserved): invalid number in percentage "1_0%"'),
+        # past int64, ParseInt's range error: "invalid number" (5000 digits raised ValueError
+        # from int(), a traceback)
+        (["--qos-reserved", "memory=" + "1" * 5000 + "%"],
+         "qosReserved (--qos-reserved): invalid number in percentage"),
+        (["--qos-reserved", "memory=9223372036854775808%"],
+         "qosReserved (--qos-reserved): invalid number in percentage"),
         (["--qos-reserved", "memory=200%%"],
          "qosReserved (--qos-reserved): percentage must be between 0 and 100"),
         (["--qos-reserved", "memory="],

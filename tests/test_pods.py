@@ -322,6 +322,15 @@ def test_more_pods_than_the_node_admits_is_refused(tmp_path, monkeypatch, capsys
     assert snapshot(tree) == before
 
 
+def test_a_pod_given_twice_counts_once_against_the_capacity(tmp_path, capsys):
+    # the duplicate is the problem to name, not the count (a kubectl list holds the mirror pod
+    # of a static pod that --static-pods gives again)
+    code, out, err = run_cli(capsys, "show", *NODE, "--max-pods", "8",
+                             "--pods", str(SHAPES), "--pods", str(SHAPES))  # fmt: skip
+    assert (code, out) == (2, ""), err
+    assert "have the same UID" in err and "more than 8 pods" not in err
+
+
 @pytest.mark.parametrize("limit", ["0", "-2", "-9223372036854775808"])
 def test_a_pod_pids_limit_below_one_is_unlimited(tmp_path, monkeypatch, capsys, limit):
     # pod_container_manager_linux.go EnsureExists: PidsLimit only "if m.podPidsLimit > 0", and

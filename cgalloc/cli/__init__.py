@@ -249,8 +249,13 @@ def run(argv: list[str] | None = None) -> None:
     main(argv)
 
 
-class StdoutError(OSError):
-    """A write to stdout failed. An OSError still, so click answers EPIPE as it does."""
+class StdoutError(Exception):
+    """A write to stdout failed. Not an OSError: click would answer EPIPE with a silent exit 1,
+    which for setup says "rolled back" after its changes were made."""
+
+    def __init__(self, errno_: int | None, strerror: str | None) -> None:
+        super().__init__(strerror)
+        self.errno, self.strerror = errno_, strerror
 
 
 class _Stdout(io.FileIO):
@@ -316,12 +321,13 @@ def main(argv: list[str] | None = None) -> None:
             signal.signal(signal.SIGINT, previous)
 
 
-def _output_lost(exc: OSError) -> OutputLost:
+def _output_lost(exc: StdoutError) -> OutputLost:
     # What stdout still holds would fail again at the interpreter's exit: a traceback and 120.
     sys.stdout = None
     return OutputLost(
-        f"cannot write the result to stdout ({exc.strerror or exc}); what the command did"
-        " stands (setup's and teardown's changes are made and recorded)."
+        f"cannot write the result to stdout ({exc.strerror or exc}); the command stopped there"
+        " and what it had done stands (setup's plan is printed before its changes, its report"
+        " after them: `cgalloc verify` tells which)."
     )
 
 
