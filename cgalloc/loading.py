@@ -130,6 +130,8 @@ def load_yaml_documents(text: str, field: str) -> list[object]:
         _check_shape(yaml, text, field)
         return list(yaml.load_all(text, Loader=_loader(yaml)))
     except yaml.YAMLError as exc:
+        if "maximum nesting depth" in str(exc):  # libyaml's own bound (PyYAML 6.0.4's, 1000)
+            raise _too_deep(field) from None
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise InputError(f"{field} is not valid YAML or JSON{where}.") from None
@@ -137,6 +139,10 @@ def load_yaml_documents(text: str, field: str) -> list[object]:
         # safe types that Python cannot hold: a 5000-digit integer, a timestamp in year 0
         reason = str(exc).split(":")[0] or type(exc).__name__
         raise InputError(f"{field} holds a value out of range ({reason}).") from None
+
+
+def _too_deep(field: str) -> InputError:
+    return InputError(f"{field} nests deeper than {MAX_DEPTH} levels; give a flatter document.")
 
 
 def _check_shape(yaml, text: str, field: str) -> None:
@@ -149,9 +155,7 @@ def _check_shape(yaml, text: str, field: str) -> None:
             continue
         if isinstance(event, yaml.CollectionStartEvent):
             if len(stack) >= MAX_DEPTH:
-                raise InputError(
-                    f"{field} nests deeper than {MAX_DEPTH} levels; give a flatter document."
-                )
+                raise _too_deep(field)
             stack.append([event.anchor, 1])
             continue
         if isinstance(event, yaml.CollectionEndEvent):
