@@ -159,10 +159,10 @@ def name_problem(path: str, mount: str = "") -> str | None:
             path.encode("utf-8")
         except UnicodeEncodeError:  # an argument's undecodable bytes (surrogateescape)
             return "holds bytes that are not UTF-8; cgalloc takes cgroup names in UTF-8"
-    longest = max((len(p.encode("utf-8", "surrogatepass")) for p in path.split("/")), default=0)
+    longest = max((len(p.encode()) for p in path.split("/")), default=0)  # UTF-8: checked above
     if longest > NAME_MAX:
         return f"has a component of {longest} bytes; a cgroup name is at most {NAME_MAX} (NAME_MAX)"
-    size = len(f"{mount.rstrip('/')}/{path}/memory.limit_in_bytes".encode("utf-8", "surrogatepass"))
+    size = len(f"{mount.rstrip('/')}/{path}/memory.limit_in_bytes".encode())
     if size > PATH_MAX:
         return f"makes paths of {size} bytes; a path is at most {PATH_MAX} (PATH_MAX)"
     return None

@@ -48,7 +48,6 @@ from cgalloc.tree import (
 
 # Controllers a node cannot be enforced without; others (cpuset, hugetlb) are skipped if absent.
 ESSENTIAL = ("cpu", "memory", "pids")
-FIELDS = CGROUP_FIELDS
 PAGE_SIZE = 4096
 USAGE_FILES = ("memory.current", "memory.usage_in_bytes")
 MEMORY_LIMIT_FILES = ("memory.max", "memory.limit_in_bytes")
@@ -358,7 +357,7 @@ def check_targets(desired: Sequence, mounts: dict[str, str], live: LiveTree) -> 
     each_mount = _distinct(mounts.values())
     longest = max(mounts.values(), key=len, default="")
     for d in desired:
-        fld = FIELDS.get(d.role, d.role)
+        fld = CGROUP_FIELDS.get(d.role, d.role)
         parts = d.path.split("/")
         bad_name = name_refusal(fld, d.path, longest)
         if bad_name:
@@ -578,8 +577,8 @@ def _require_cgroup_root(desired: Sequence, each_mount: Sequence[str], live: Liv
     absent = lacking(root, each_mount, live) if root else []
     if absent:
         raise _missing_error(
-            f"{FIELDS['kubepods']} /{root} must exist, as the kubelet requires; cgalloc creates"
-            " only the cgroups below it, so create it in every hierarchy first:",
+            f"{CGROUP_FIELDS['kubepods']} /{root} must exist, as the kubelet requires; cgalloc"
+            " creates only the cgroups below it, so create it in every hierarchy first:",
             [os.path.join(m, root) for m in absent],
         )
 

@@ -378,6 +378,14 @@ def placement_problems(cgroups: Iterable[tuple[str, str]]) -> list[str]:
     return out + overlapping_reserved({r: p for r, p in pairs if r in RESERVED_ROLES})
 
 
+def reserved_paths(cfg: NodeConfig, role: str) -> tuple[str, str]:
+    """(the kubelet's path, the cgroup the daemons run in) of ``role``'s reserved-cgroup
+    setting; they differ for a systemd unit path (kubernetes#110288). InputError naming it."""
+    value = cfg.kube_reserved_cgroup if role == "kube-reserved" else cfg.system_reserved_cgroup
+    field, driver = CGROUP_FIELDS[role], cfg.cgroup_driver
+    return reserved_path(value, field, driver, kubelets=True), reserved_path(value, field, driver)
+
+
 def role_paths(cfg: NodeConfig) -> list[tuple[str, str]]:
     """(role, path without the leading '/') of kubepods and each enforced reserved cgroup (the
     kubelet's path and, for a systemd unit path, the unit's real cgroup too)."""
@@ -385,12 +393,8 @@ def role_paths(cfg: NodeConfig) -> list[tuple[str, str]]:
     pairs = [("kubepods", kubepods.lstrip("/"))] if kubepods else []
     for role, value in (("kube-reserved", cfg.kube_reserved_cgroup),
                         ("system-reserved", cfg.system_reserved_cgroup)):  # fmt: skip
-        if not value or not cfg.enforces(role):
-            continue
-        for kubelets in (True, False):
-            path = reserved_path(value, CGROUP_FIELDS[role], cfg.cgroup_driver, kubelets)
-            if (role, path.lstrip("/")) not in pairs:
-                pairs.append((role, path.lstrip("/")))
+        if value and cfg.enforces(role):
+            pairs += [(role, p.lstrip("/")) for p in dict.fromkeys(reserved_paths(cfg, role))]
     return pairs
 
 

@@ -39,8 +39,7 @@ def daemon_cgroups(cfg: NodeConfig) -> dict[str, str]:
     out: dict[str, str] = {}
     driver = cfg.cgroup_driver
     if cfg.enforces("kube-reserved") and cfg.kube_reserved_cgroup:
-        field = tree.CGROUP_FIELDS["kube-reserved"]
-        kube = tree.reserved_path(cfg.kube_reserved_cgroup, field, driver)
+        _, kube = tree.reserved_paths(cfg, "kube-reserved")
         if driver != "systemd":
             out["kubeletCgroups"] = out["runtimeCgroups"] = kube
         else:
@@ -52,8 +51,7 @@ def daemon_cgroups(cfg: NodeConfig) -> dict[str, str]:
             elif kube.endswith("/" + DAEMON_UNITS["kubelet"]):
                 out["kubeletCgroups"] = kube  # the reservation is the kubelet's own unit
     if cfg.enforces("system-reserved") and cfg.system_reserved_cgroup:
-        field = tree.CGROUP_FIELDS["system-reserved"]
-        system = tree.reserved_path(cfg.system_reserved_cgroup, field, driver)
+        _, system = tree.reserved_paths(cfg, "system-reserved")
         if system != "/":
             out["systemCgroups"] = system
     for key, given in (

@@ -52,16 +52,14 @@ def _cgroups(cfg: NodeConfig, alloc: Allocatable, sets: CpuSets) -> dict[str, di
             "limits": _with_cpuset(format_list(alloc.kubepods), sets.kubepods),
         }
     }
-    for kind, key, limits, value in (
-        ("kube-reserved", "kubeReserved", alloc.kube_reserved, cfg.kube_reserved_cgroup),
-        ("system-reserved", "systemReserved", alloc.system_reserved, cfg.system_reserved_cgroup),
+    for kind, key, limits in (
+        ("kube-reserved", "kubeReserved", alloc.kube_reserved),
+        ("system-reserved", "systemReserved", alloc.system_reserved),
     ):
         if limits is None:
             continue
         compressible = f"{kind}-compressible" in cfg.enforce_node_allocatable
-        field, driver = tree.CGROUP_FIELDS[kind], cfg.cgroup_driver
-        kubelets = tree.reserved_path(value, field, driver, kubelets=True)
-        real = tree.reserved_path(value, field, driver)
+        kubelets, real = tree.reserved_paths(cfg, kind)
         out[key] = {
             "cgroup": kubelets,
             "enforced": "compressible" if compressible else "full",
