@@ -512,6 +512,17 @@ def merge_patch(target: object, patch: object) -> object:
     return out
 
 
+def unmarshal_into(current: object, decoded: object) -> object:
+    """What encoding/json's Unmarshal of ``decoded`` leaves in a Go value holding ``current``:
+    a struct or map keeps the fields and entries ``decoded`` lacks; anything else is replaced."""
+    if not (isinstance(current, dict) and isinstance(decoded, dict)):
+        return decoded
+    out = dict(current)
+    for key, value in decoded.items():
+        out[key] = unmarshal_into(current.get(key), value)
+    return out
+
+
 def dropin_files(directory: str, problems: list[str]) -> list[str]:
     """The drop-ins the kubelet loads from ``directory``, in its order; walk problems appended.
 
@@ -629,7 +640,8 @@ def config_file_layer(
 
     As in cmd/kubelet/app/server.go: the main file is decoded and defaulted (loadConfigFile),
     then each drop-in is merged over that defaulted config as a JSON merge patch
-    (mergeKubeletConfigurations), so a drop-in's partial evictionHard keeps the other signals.
+    (mergeKubeletConfigurations), so a drop-in's partial evictionHard keeps the other signals,
+    and the result is unmarshalled into the loaded config, so a drop-in's null never deletes.
     """
     expected = f"a {CONFIG_KIND} document (apiVersion {CONFIG_API_VERSION})"
 
@@ -649,11 +661,15 @@ def config_file_layer(
     if config or config_dir:
         merged = _defaulted_eviction(merged)
     if config_dir:
+        loaded = merged
         dropins = _within_total(dropin_files(config_dir, problems), config_dir, problems)
         for path in dropins:
             doc = read(path, "--config-dir")
             if doc is not None:
                 merged = merge_patch(merged, doc)  # type: ignore[assignment]
+        # the merged JSON is unmarshalled into the config already loaded, so what a drop-in's
+        # null deleted is the main file's value again, not the default
+        merged = unmarshal_into(loaded, merged)  # type: ignore[assignment]
     out: dict[str, object] = {}
     for name, f in BY_CONFIG.items():
         value = merged.get(name)
@@ -661,7 +677,8 @@ def config_file_layer(
             continue
         if f.kind in ("map", "pairs"):
             # a null value decodes into a Go map[string]string as "", which the kubelet then
-            # refuses as a quantity or threshold (a drop-in's null deleted its key above)
+            # refuses as a quantity or threshold (such a null is the main file's: the merge patch
+            # removed every drop-in's)
             value = {str(k): "" if v is None else v for k, v in value.items()}
         out[f.flag] = value
     return out

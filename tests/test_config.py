@@ -409,6 +409,63 @@ def test_main_file_partial_eviction_replaces_the_defaults_even_with_dropins(tmp_
     }
 
 
+# cmd/kubelet/app/server.go mergeKubeletConfigurations: each drop-in is a JSON merge patch
+# (RFC 7386, where null deletes) over the JSON of the loaded config, and the result is then
+# json.Unmarshal'ed into that loaded config, which keeps every field and map entry the JSON
+# lacks. So a drop-in's null brings back the main file's value, even over an earlier drop-in.
+@pytest.mark.parametrize(
+    ("main", "dropins", "expect"),
+    [
+        (  # a null entry: the main file's entry stays (cgalloc dropped it: no reservation)
+            "kubeReserved: {cpu: 500m, memory: 1Gi}\n",
+            ["kubeReserved: {memory: null}\n"],
+            {"reserved": {"cpu": "500m", "memory": "1Gi"}},
+        ),
+        (  # a null field: the main file's value, not the default of 110
+            "maxPods: 50\n",
+            ["maxPods: null\n"],
+            {"max_pods": 50},
+        ),
+        (  # a later null undoes an earlier drop-in back to the main file, not to the default
+            "evictionHard: {memory.available: 300Mi}\n",
+            ["evictionHard: {memory.available: 1Gi}\n", "evictionHard: null\n"],
+            {"eviction": {"memory.available": "300Mi"}},
+        ),
+        (  # a null signal inside a map keeps the main file's threshold for that signal
+            "evictionHard: {memory.available: 300Mi, nodefs.available: 7%}\n",
+            ["evictionHard: {memory.available: null}\n"],
+            {"eviction": {"memory.available": "300Mi", "nodefs.available": "7%"}},
+        ),
+        (  # no main file: what the null deletes comes back as loadConfigFile's default set
+            None,
+            ["evictionHard: {memory.available: 2Gi}\n", "evictionHard: {memory.available: null}\n"],
+            {
+                "eviction": {
+                    "memory.available": "100Mi",
+                    "nodefs.available": "10%",
+                    "nodefs.inodesFree": "5%",
+                    "imagefs.available": "15%",
+                    "imagefs.inodesFree": "5%",
+                }
+            },
+        ),
+    ],
+)
+def test_dropin_null_keeps_the_loaded_value(tmp_path, main, dropins, expect):
+    drop = tmp_path / "conf.d"
+    drop.mkdir()
+    for i, body in enumerate(dropins):
+        write(drop / f"{i + 1}0-null.conf", HEAD + body)
+    config = kubelet_config(tmp_path / "k.yaml", main) if main else None
+    cfg = load(config=config, config_dir=str(drop))
+    if "reserved" in expect:
+        assert cfg.kube_reserved == {k: Q(v) for k, v in expect["reserved"].items()}
+    if "max_pods" in expect:
+        assert cfg.max_pods == expect["max_pods"]
+    if "eviction" in expect:
+        assert evictions(cfg) == expect["eviction"]
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
