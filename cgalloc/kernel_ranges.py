@@ -136,11 +136,40 @@ def value_problem(file: str, value: str) -> str | None:
     return check(value) if check is not None else None
 
 
+# The input a cgroup's values come from, by its role: the field a refusal tells the user to fix.
+VALUE_FIELDS = {
+    "kubepods": "the kubepods limits (--capacity minus the reservations)",
+    "qos": "the QoS limits (--capacity minus the reservations)",
+    "pod": "--pods",
+    "kube-reserved": "--kube-reserved",
+    "system-reserved": "--system-reserved",
+}
+# a file whose value comes from another field than its cgroup's role says
+FILE_FIELDS = {("pod", "pids.max"): "podPidsLimit (--pod-max-pids)"}
+
+
+def value_refusal(role: str, path: str, file: str, value: str) -> str | None:
+    """setup's sentence refusing ``value`` in ``file`` of the ``role`` cgroup ``path`` (no
+    leading '/') when the kernel would refuse or change it; None when it takes it."""
+    accepted = value_problem(file, value)
+    if accepted is None:
+        return None
+    field = FILE_FIELDS.get((role, file)) or VALUE_FIELDS.get(role, role)
+    return (
+        f"{field}: {file} {_cut(value, len(value))} for {shown_path(path)} is outside the"
+        f" kernel's range; accepted: {accepted}."
+    )
+
+
+def _cut(text: str, length: int) -> str:
+    # a message shows at most 80 characters of a value: a 100 KB name is not echoed whole
+    return text if len(text) <= 80 else f"{text[:60]}...({length} characters)"
+
+
 def shown_path(path: str) -> str:
     """A cgroup path (no leading '/') for a message: quoted when it holds control characters,
     cut when long."""
-    text = "/" + path if path.isprintable() else repr("/" + path)
-    return text if len(text) <= 80 else f"{text[:60]}...({len(path)} characters)"
+    return _cut("/" + path if path.isprintable() else repr("/" + path), len(path))
 
 
 def name_refusal(field: str, path: str, mount: str = "") -> str | None:

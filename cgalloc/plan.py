@@ -34,7 +34,7 @@ from cgalloc.cgroupfs import (
 )
 from cgalloc.core.records import READ_FLAGS
 from cgalloc.errors import CgallocError, HostError, InputError
-from cgalloc.kernel_ranges import name_refusal, value_problem
+from cgalloc.kernel_ranges import name_refusal, value_refusal
 from cgalloc.pods import pod_cgroups
 from cgalloc.tree import (
     CGROUP_FIELDS,
@@ -389,28 +389,6 @@ def check_targets(desired: Sequence, mounts: dict[str, str], live: LiveTree) -> 
         raise InputError(_distinct(problems))
 
 
-VALUE_FIELDS = {
-    "kubepods": "the kubepods limits (--capacity minus the reservations)",
-    "qos": "the QoS limits (--capacity minus the reservations)",
-    "pod": "--pods",
-    "kube-reserved": "--kube-reserved",
-    "system-reserved": "--system-reserved",
-}
-# a file whose value comes from another field than its cgroup's role says
-FILE_FIELDS = {("pod", "pids.max"): "podPidsLimit (--pod-max-pids)"}
-
-
-def _value_problem(d, file: str, value: str) -> str | None:
-    accepted = value_problem(file, value)
-    if accepted is None:
-        return None
-    fld = FILE_FIELDS.get((d.role, file)) or VALUE_FIELDS.get(d.role, d.role)
-    shown = value if len(value) <= 40 else f"{value[:20]}...({len(value)} characters)"
-    return (
-        f"{fld}: {file} {shown} for /{d.path} is outside the kernel's range; accepted: {accepted}."
-    )
-
-
 def _ancestors(path: str) -> list[str]:
     """ "a/b/c" → ["", "a", "a/b"]: the cgroups whose subtree_control must enable controllers."""
     parts = path.split("/")
@@ -486,7 +464,7 @@ def build(
         return current[key] if key in current else read_file(mount, path, file)
 
     for index, (d, files) in enumerate(zip(desired, per_cgroup, strict=True)):
-        out_of_range += filter(None, (_value_problem(d, f, v) for _c, f, v in files))
+        out_of_range += filter(None, (value_refusal(d.role, d.path, f, v) for _c, f, v in files))
         for c, f, v in files:
             final[(mounts[c], d.path, f)] = v
         if d.role in RESERVED_ROLES and create_reserved:

@@ -27,9 +27,16 @@ from cgalloc.limits import (
     milli_cpu_to_shares,
 )
 from cgalloc.quantity import Quantity
-from cgalloc.resources import CPU, MEMORY, ResourceList, is_hugepages
+from cgalloc.resources import (
+    BESTEFFORT,
+    BURSTABLE,
+    CPU,
+    GUARANTEED,
+    MEMORY,
+    ResourceList,
+    is_hugepages,
+)
 
-GUARANTEED, BURSTABLE, BESTEFFORT = "Guaranteed", "Burstable", "BestEffort"
 QOS_CLASSES = (GUARANTEED, BURSTABLE, BESTEFFORT)
 QOS_COMPUTE = (CPU, MEMORY)  # supportedQoSComputeResources
 ZERO = Quantity.from_int(0)

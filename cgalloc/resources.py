@@ -12,6 +12,8 @@ EPHEMERAL_STORAGE = "ephemeral-storage"
 PID = "pid"
 PODS = "pods"
 HUGEPAGES_PREFIX = "hugepages-"
+# the pod QoS classes (v1.PodQOSClass), which name the tiers below kubepods
+GUARANTEED, BURSTABLE, BESTEFFORT = "Guaranteed", "Burstable", "BestEffort"
 
 ResourceList = dict[str, Quantity]
 

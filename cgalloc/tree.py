@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, NamedTuple
 from cgalloc import features
 from cgalloc.errors import InputError
 from cgalloc.kernel_ranges import name_refusal
-from cgalloc.resources import MEMORY, add, subtract_clamped
+from cgalloc.resources import BESTEFFORT, BURSTABLE, GUARANTEED, MEMORY, add, subtract_clamped
 
-# The planning functions below import limits and podresources themselves: stats and
+# The planning functions below import limits themselves: stats and
 # kubelet-config use only the naming half of this module and should not pay for those.
 if TYPE_CHECKING:
     from cgalloc.allocatable import Allocatable
@@ -512,7 +512,6 @@ def qos_memory_limits(
     Only with the QOSReserved gate, as UpdateCgroups applies them. Base is
     GetNodeAllocatableAbsolute()[memory]: capacity − system − kube, no eviction term.
     """
-    from cgalloc.podresources import BURSTABLE, GUARANTEED
 
     if not features.enabled(cfg, "QOSReserved"):
         return None
@@ -628,7 +627,6 @@ def _pod_tree(
     add: Callable[[CgroupName, str, Limits], None],
 ) -> None:
     from cgalloc.limits import HUGETLB_UNBOUNDED, MIN_SHARES, Limits, milli_cpu_to_shares
-    from cgalloc.podresources import BESTEFFORT, BURSTABLE, GUARANTEED
 
     memory_qos = v2 and features.enabled(cfg, "MemoryQoS")
     burstable_memory = _tier_memory(pods, BURSTABLE)
@@ -663,7 +661,6 @@ def _pod_tree(
 
 def pod_name(kubepods: CgroupName, pod: PodCgroup) -> CgroupName:
     """pod_container_manager: NewCgroupName(QoS parent, "pod"+UID); Guaranteed → kubepods."""
-    from cgalloc.podresources import GUARANTEED
 
     parent = kubepods if pod.qos == GUARANTEED else kubepods.child(pod.qos.lower())
     return parent.child(POD_PREFIX + pod.uid)

@@ -309,10 +309,24 @@ NAMES = {
 }
 
 
-@pytest.mark.parametrize("names", NAMES.values(), ids=NAMES.keys())
-def test_show_warns_with_the_name_refusals_of_setup(capsys, tmp_path, monkeypatch, names):
+def _show_warned_and_setup_refused(capsys, tmp_path, monkeypatch, node, kind, version):
+    """show's warnings of ``kind`` ("cgroup", "value") for ``node``, and setup's refusals and
+    exit status for the same node on a fake ``version`` tree (a dry run)."""
     from fakecgroup import fake_hierarchy, use_fake_tree
 
+    code, out, err = run(capsys, "show", *node, "-o", "json")
+    assert code == 0, err
+    prefix = f"setup refuses this {kind}: "
+    warned = [w.removeprefix(prefix) for w in json.loads(out)["warnings"] if w.startswith(prefix)]
+    root, _ = fake_hierarchy(tmp_path, version)
+    use_fake_tree(monkeypatch, tmp_path)
+    code, _, err = run(capsys, "setup", *node, "--cgroupfs", str(root), "--dry-run")
+    lines = [line.removeprefix("cgalloc: ") for line in err.splitlines()]
+    return warned, [line for line in lines if not line.startswith("warning: ")], code
+
+
+@pytest.mark.parametrize("names", NAMES.values(), ids=NAMES.keys())
+def test_show_warns_with_the_name_refusals_of_setup(capsys, tmp_path, monkeypatch, names):
     pods = {"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "Pod",
          "metadata": {"name": f"p{i}", "namespace": "ns", "uid": f"{i}{LONG}"},
@@ -324,15 +338,39 @@ def test_show_warns_with_the_name_refusals_of_setup(capsys, tmp_path, monkeypatc
             "--enforce", "pods,kube-reserved", *names]  # fmt: skip
     if "--kube-reserved-cgroup" not in names:
         node += ["--kube-reserved-cgroup", "/kube"]
-    code, out, err = run(capsys, "show", *node, "-o", "json")
-    assert code == 0, err
-    prefix = "setup refuses this cgroup: "
-    warned = [w.removeprefix(prefix) for w in json.loads(out)["warnings"] if w.startswith(prefix)]
-    root, _ = fake_hierarchy(tmp_path, "v2")
-    use_fake_tree(monkeypatch, tmp_path)
-    code, _, err = run(capsys, "setup", *node, "--cgroupfs", str(root), "--dry-run")
-    lines = [line.removeprefix("cgalloc: ") for line in err.splitlines()]
-    refused = [line for line in lines if not line.startswith("warning: ")]
-    assert warned == refused, err
-    assert code == (0 if fine else 2), err
+    warned, refused, code = _show_warned_and_setup_refused(
+        capsys, tmp_path, monkeypatch, node, "cgroup", "v2"
+    )
+    assert warned == refused
+    assert code == (0 if fine else 2), refused
     assert len(warned) == (code == 2)
+
+
+# A value the kernel would refuse or change (kernel_ranges: tg_set_cfs_bandwidth's max_cfs_runtime,
+# pids_max_write's PID_MAX_LIMIT, page_counter_memparse's wrap): setup refuses it with exit 2
+# before any write (plan.build), the kubelet's checks pass it. show keeps exit 0 and warns with
+# setup's sentences, measured as the v1 files it prints; it printed a 10^20 µs quota silently.
+VALUES = {
+    "pod cpu quota": ({"cpu": "1e15"}, "cpu=4,memory=8Gi,pid=4096"),
+    "pod memory wrap": ({"memory": str(2**64 + 4096)}, "cpu=4,memory=8Gi,pid=4096"),
+    "kubepods pids": ({}, "cpu=4,memory=8Gi,pid=4194305"),
+    "in range": ({"cpu": "17592186", "memory": "1Gi"}, "cpu=4,memory=8Gi,pid=4194304"),
+}
+
+
+@pytest.mark.parametrize(("limits", "capacity"), VALUES.values(), ids=VALUES.keys())
+def test_show_warns_with_the_value_refusals_of_setup(
+    capsys, tmp_path, monkeypatch, limits, capacity
+):
+    uid = "0f6e1d5c-0000-4000-8000-0000000000a1"
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "namespace": "ns", "uid": uid},
+           "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}  # fmt: skip
+    (tmp_path / "pods.json").write_text(json.dumps(pod))
+    node = ["--capacity", f"{capacity},{PLAN}", "--pods", str(tmp_path / "pods.json")]
+    warned, refused, code = _show_warned_and_setup_refused(
+        capsys, tmp_path, monkeypatch, node, "value", "v1"
+    )
+    assert sorted(warned) == sorted(refused)
+    assert code == (2 if warned else 0), refused
+    assert bool(warned) == (limits != VALUES["in range"][0])
