@@ -246,9 +246,9 @@ class _Admitted(list):
         if self.admits is not None and len(self.uids) > self.admits:
             raise InputError(
                 f"{FIELD}: more than {self.admits} pods, and this node admits at most"
-                f" {self.admits} (maxPods (--max-pods), podsPerCore): the kubelet rejects the"
-                " rest (OutOfpods); give this node's pods only, e.g. kubectl get pods -A -o"
-                " json --field-selector spec.nodeName=NODE."
+                f" {self.admits} (maxPods (--max-pods), podsPerCore): past that the kubelet"
+                " admits a pod only in another's place (OutOfpods); give this node's pods"
+                " only, e.g. kubectl get pods -A -o json --field-selector spec.nodeName=NODE."
             )
 
 
