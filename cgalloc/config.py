@@ -680,6 +680,9 @@ def config_file_layer(
             # refuses as a quantity or threshold (such a null is the main file's: the merge patch
             # removed every drop-in's)
             value = {str(k): "" if v is None else v for k, v in value.items()}
+        elif f.kind == "list":
+            # likewise a null item of a []string (enforceNodeAllocatable: [pods, null])
+            value = ["" if v is None else v for v in value]
         out[f.flag] = value
     return out
 

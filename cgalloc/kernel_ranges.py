@@ -155,21 +155,22 @@ def value_refusal(role: str, path: str, file: str, value: str) -> str | None:
     if accepted is None:
         return None
     field = FILE_FIELDS.get((role, file)) or VALUE_FIELDS.get(role, role)
+    # the path whole (up to PATH_MAX): a pod's UID is at its end, and one sentence per pod
     return (
-        f"{field}: {file} {_cut(value, len(value))} for {shown_path(path)} is outside the"
-        f" kernel's range; accepted: {accepted}."
+        f"{field}: {file} {_cut(value, len(value))} for {shown_path(path, PATH_MAX)} is outside"
+        f" the kernel's range; accepted: {accepted}."
     )
 
 
-def _cut(text: str, length: int) -> str:
-    # a message shows at most 80 characters of a value: a 100 KB name is not echoed whole
-    return text if len(text) <= 80 else f"{text[:60]}...({length} characters)"
+def _cut(text: str, length: int, limit: int = 80) -> str:
+    # a message shows at most ``limit`` characters of a value: a 100 KB name is not echoed whole
+    return text if len(text) <= limit else f"{text[: limit - 20]}...({length} characters)"
 
 
-def shown_path(path: str) -> str:
+def shown_path(path: str, limit: int = 80) -> str:
     """A cgroup path (no leading '/') for a message: quoted when it holds control characters,
-    cut when long."""
-    return _cut("/" + path if path.isprintable() else repr("/" + path), len(path))
+    cut past ``limit`` characters."""
+    return _cut("/" + path if path.isprintable() else repr("/" + path), len(path), limit)
 
 
 def name_refusal(field: str, path: str, mount: str = "") -> str | None:

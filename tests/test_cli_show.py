@@ -371,6 +371,30 @@ def test_show_warns_with_the_value_refusals_of_setup(
     warned, refused, code = _show_warned_and_setup_refused(
         capsys, tmp_path, monkeypatch, node, "value", "v1"
     )
-    assert sorted(warned) == sorted(refused)
+    assert sorted(warned) == sorted(refused), refused
     assert code == (2 if warned else 0), refused
     assert bool(warned) == (limits != VALUES["in range"][0])
+
+
+def test_value_refusals_name_each_pod_under_the_systemd_driver(capsys, tmp_path, monkeypatch):
+    # a burstable pod's systemd path is ~104 characters, its UID at the end: a refusal cut at
+    # 80 lost it, and the pods' sentences, then alike, folded into one
+    uids = [f"0f6e1d5c-0000-4000-8000-00000000000{i}" for i in range(3)]
+    pods = {"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "uid": uid},
+         "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"},
+                                                             "limits": {"cpu": "1e15"}}}]}}
+        for i, uid in enumerate(uids)]}  # fmt: skip
+    (tmp_path / "pods.json").write_text(json.dumps(pods))
+    node = ["--cgroup-driver", "systemd", "--capacity", f"cpu=4,memory=8Gi,pid=4096,{PLAN}",
+            "--pods", str(tmp_path / "pods.json")]  # fmt: skip
+    warned, refused, code = _show_warned_and_setup_refused(
+        capsys, tmp_path, monkeypatch, node, "value", "v2"
+    )
+    assert code == 2, refused
+    assert len(refused) == 3, refused
+    for uid, line in zip(uids, sorted(refused), strict=True):
+        assert f"kubepods-burstable-pod{uid.replace('-', '_')}.slice is outside" in line
+    assert len(warned) == 3, warned  # show: the same pods, as the v1 files it prints
+    for uid, line in zip(uids, sorted(warned), strict=True):
+        assert f"kubepods-burstable-pod{uid.replace('-', '_')}.slice is outside" in line

@@ -409,6 +409,17 @@ def test_main_file_partial_eviction_replaces_the_defaults_even_with_dropins(tmp_
     }
 
 
+def test_a_null_list_item_is_the_empty_option_the_kubelet_refuses(tmp_path):
+    # encoding/json decodes a null item of a []string as ""; then validateKubeletConfiguration
+    # (pkg/kubelet/apis/config/validation) refuses option "" for enforceNodeAllocatable.
+    # cgalloc passed None on: a TypeError traceback.
+    config = kubelet_config(tmp_path / "k.yaml", "enforceNodeAllocatable: [pods, null]\n")
+    with pytest.raises(InputError) as exc:
+        load(config=config)
+    (problem,) = exc.value.problems
+    assert 'option "" specified for enforceNodeAllocatable' in problem
+
+
 # cmd/kubelet/app/server.go mergeKubeletConfigurations: each drop-in is a JSON merge patch
 # (RFC 7386, where null deletes) over the JSON of the loaded config, and the result is then
 # json.Unmarshal'ed into that loaded config, which keeps every field and map entry the JSON

@@ -308,7 +308,8 @@ def test_every_shape_on_cgroup_v1_and_with_options(tmp_path, monkeypatch, capsys
 )
 def test_more_pods_than_the_node_admits_is_refused(tmp_path, monkeypatch, capsys, extra, admits):
     # The kubelet admits at most the node's pod capacity (nodestatus.MachineInfo: maxPods, or
-    # podsPerCore x cores when lower; the predicate admit handler rejects the rest, OutOfpods).
+    # podsPerCore x cores when lower; the predicate admit handler refuses more, OutOfpods,
+    # unless a critical pod preempts one).
     # Unbounded, a 64 MiB list of 740,000 pods took setup --dry-run 98 s and 4.1 GB.
     tree = fake_tree(tmp_path, monkeypatch, "v2")
     before = snapshot(tree)
