@@ -675,14 +675,14 @@ def config_file_layer(
         value = merged.get(name)
         if value is None:
             continue
-        if f.kind in ("map", "pairs"):
-            # a null value decodes into a Go map[string]string as "", which the kubelet then
-            # refuses as a quantity or threshold (such a null is the main file's: the merge patch
-            # removed every drop-in's)
-            value = {str(k): "" if v is None else v for k, v in value.items()}
-        elif f.kind == "list":
-            # likewise a null item of a []string (enforceNodeAllocatable: [pods, null])
-            value = ["" if v is None else v for v in value]
+        # A null item decodes as its Go type's zero value (such a null is the main file's: the
+        # merge patch removed every drop-in's): "" in a map[string]string or a []string, which
+        # the kubelet then refuses as a quantity, threshold or option; false in featureGates.
+        zero = False if f.kind == "gates" else ""
+        if isinstance(value, dict):
+            value = {str(k): zero if v is None else v for k, v in value.items()}
+        elif isinstance(value, list):
+            value = [zero if v is None else v for v in value]
         out[f.flag] = value
     return out
 

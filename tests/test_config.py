@@ -420,6 +420,13 @@ def test_a_null_list_item_is_the_empty_option_the_kubelet_refuses(tmp_path):
     assert 'option "" specified for enforceNodeAllocatable' in problem
 
 
+def test_a_null_feature_gate_is_false(tmp_path):
+    # encoding/json decodes a null map[string]bool value as false (the zero value); cgalloc
+    # kept None, which only happened to read as off
+    config = kubelet_config(tmp_path / "k.yaml", "featureGates: {MemoryQoS: null}\n")
+    assert load(config=config).feature_gates == {"MemoryQoS": False}
+
+
 # cmd/kubelet/app/server.go mergeKubeletConfigurations: each drop-in is a JSON merge patch
 # (RFC 7386, where null deletes) over the JSON of the loaded config, and the result is then
 # json.Unmarshal'ed into that loaded config, which keeps every field and map entry the JSON
