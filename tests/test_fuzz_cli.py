@@ -83,19 +83,31 @@ JSONISH = st.recursive(
                             st.dictionaries(st.text(max_size=8), inner, max_size=4)),
     max_leaves=12,
 )  # fmt: skip
+# Each field well formed, or any JSON-shaped value (wrong types, nulls inside lists and maps:
+# a null list item once gave a traceback).
+_FIELD_VALUES = {
+    "kubeReserved": st.dictionaries(RESOURCE, QUANTITY, max_size=3),
+    "systemReserved": st.dictionaries(RESOURCE, QUANTITY, max_size=3),
+    "evictionHard": st.dictionaries(st.sampled_from(["memory.available"]), QUANTITY),
+    "enforceNodeAllocatable": st.lists(st.one_of(ENFORCE, st.none()), max_size=3),
+    "systemReservedCgroup": CGROUP,
+    "kubeReservedCgroup": CGROUP,
+    "cgroupRoot": CGROUP,
+    "podPidsLimit": st.one_of(st.integers(), st.text(max_size=5)),
+    "featureGates": st.dictionaries(
+        st.sampled_from(["MemoryQoS", "QOSReserved", "AllAlpha"]),
+        st.one_of(st.booleans(), st.none()),
+        max_size=2,
+    ),
+    "qosReserved": st.dictionaries(st.sampled_from(["memory", "cpu"]), st.text(max_size=5)),
+    "maxPods": st.one_of(st.integers(), st.none()),
+    "cgroupsPerQOS": st.one_of(st.booleans(), st.none()),
+    "cpuManagerPolicy": st.sampled_from(["none", "static", "", "x"]),
+    "reservedSystemCPUs": st.sampled_from(["0", "0-1", "", "9999", "a"]),
+}
 CONFIG_FIELDS = st.fixed_dictionaries(
     {},
-    optional={
-        "kubeReserved": st.dictionaries(RESOURCE, QUANTITY, max_size=3),
-        "systemReserved": st.dictionaries(RESOURCE, QUANTITY, max_size=3),
-        "evictionHard": st.dictionaries(st.sampled_from(["memory.available"]), QUANTITY),
-        "enforceNodeAllocatable": st.lists(ENFORCE, max_size=3),
-        "systemReservedCgroup": CGROUP,
-        "kubeReservedCgroup": CGROUP,
-        "cgroupRoot": CGROUP,
-        "podPidsLimit": st.one_of(st.integers(), st.text(max_size=5)),
-        "junk": JSONISH,
-    },
+    optional={**{k: st.one_of(v, JSONISH) for k, v in _FIELD_VALUES.items()}, "junk": JSONISH},
 ).map(lambda d: {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
                  **d})  # fmt: skip
 
