@@ -128,7 +128,39 @@ POD = st.fixed_dictionaries(
      "qos": st.sampled_from(["guaranteed", "burstable", "besteffort", "x"])},
     optional={k: QUANTITY for k in ("cpuRequest", "cpuLimit", "memoryRequest", "memoryLimit")},
 )  # fmt: skip
-PODS = st.one_of(st.lists(POD, max_size=4).map(lambda p: json.dumps(p).encode()), DOCUMENT)
+
+
+# A v1 Pod as kubectl prints it, each part well formed or any JSON-shaped value (nulls inside).
+def _either(strategy):
+    # mostly well formed, so that whole pods reach planning too
+    return st.one_of(strategy, strategy, strategy, JSONISH)
+
+
+_RESOURCES = _either(st.dictionaries(st.sampled_from(["cpu", "memory", "hugepages-2Mi", "x/y"]),
+                                     st.one_of(st.sampled_from(["100m", "1", "256Mi", "1Gi"]),
+                                               QUANTITY, st.none()), max_size=3))  # fmt: skip
+_CONTAINER = _either(st.fixed_dictionaries(
+    {"name": _either(st.sampled_from(["c", "d"]))},
+    optional={"resources": _either(st.fixed_dictionaries(
+        {}, optional={"requests": _RESOURCES, "limits": _RESOURCES}))},
+))  # fmt: skip
+KUBE_POD = st.fixed_dictionaries(
+    {"apiVersion": st.just("v1"), "kind": st.just("Pod"),
+     "metadata": _either(st.fixed_dictionaries(
+         {"name": _either(st.just("p")), "uid": _either(st.uuids().map(str))},
+         optional={"namespace": _either(st.just("ns"))})),
+     "spec": _either(st.fixed_dictionaries(
+         {"containers": _either(st.lists(_CONTAINER, min_size=1, max_size=2))},
+         optional={"initContainers": _either(st.lists(_CONTAINER, max_size=1)),
+                   "overhead": _RESOURCES}))},
+)  # fmt: skip
+PODS = st.one_of(
+    st.lists(POD, max_size=4).map(lambda p: json.dumps(p).encode()),
+    st.lists(KUBE_POD, max_size=3).map(
+        lambda items: json.dumps({"apiVersion": "v1", "kind": "List", "items": items}).encode()
+    ),
+    DOCUMENT,
+)
 
 TALLY: dict[str, Counter] = {}
 
