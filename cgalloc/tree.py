@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from cgalloc import features
 from cgalloc.errors import InputError
-from cgalloc.kernel_ranges import name_refusal
+from cgalloc.kernel_ranges import name_refusal, value_refusal
 from cgalloc.resources import BESTEFFORT, BURSTABLE, GUARANTEED, MEMORY, add, subtract_clamped
 
 # The planning functions below import limits themselves: stats and
@@ -416,6 +416,29 @@ def setup_refusals(pairs: Iterable[tuple[str, str]]) -> list[str]:
     return out
 
 
+# The cgroup v1 controllers whose files show's figures are (cpu.shares, quota and period,
+# memory in bytes).
+_V1 = ("cpu", "cpuset", "memory", "pids", "hugetlb")
+
+
+def value_refusals(
+    cfg: NodeConfig, alloc: Allocatable, pods: Sequence[PodCgroup], cpus: frozenset[int]
+) -> list[str]:
+    """setup's refusals of the values this node's tree would hold (kubepods, QoS tiers, pods,
+    reserved cgroups) that the kernel would refuse or change, as the warnings of show: measured
+    as cgroup v1 files, since show reads no cgroup (the ranges behind v2's files are the same).
+    """
+    from cgalloc.cgroupfs import Hierarchy, limit_files
+
+    v1 = Hierarchy("v1", "/", {c: f"/{c}" for c in _V1}, None, frozenset(_V1))
+    found = (
+        value_refusal(d.role, d.path, file, value)
+        for d in desired_tree(cfg, alloc, v1, pods, cpus)
+        for _c, file, value in limit_files(v1, d.limits)
+    )
+    return [f"setup refuses this value: {r}" for r in dict.fromkeys(filter(None, found))]
+
+
 def kubepods_cgroup(cfg: NodeConfig) -> CgroupName:
     """kubepods' name below ``cfg.cgroup_root``; InputError naming cgroupRoot if the driver
     cannot represent it."""
@@ -512,7 +535,6 @@ def qos_memory_limits(
     Only with the QOSReserved gate, as UpdateCgroups applies them. Base is
     GetNodeAllocatableAbsolute()[memory]: capacity − system − kube, no eviction term.
     """
-
     if not features.enabled(cfg, "QOSReserved"):
         return None
     percent = cfg.qos_reserved.get(MEMORY)
@@ -661,7 +683,6 @@ def _pod_tree(
 
 def pod_name(kubepods: CgroupName, pod: PodCgroup) -> CgroupName:
     """pod_container_manager: NewCgroupName(QoS parent, "pod"+UID); Guaranteed → kubepods."""
-
     parent = kubepods if pod.qos == GUARANTEED else kubepods.child(pod.qos.lower())
     return parent.child(POD_PREFIX + pod.uid)
 

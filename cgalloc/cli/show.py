@@ -122,28 +122,6 @@ def pods_doc(cfg: NodeConfig, pods: list[PodCgroup]) -> list[dict]:
     return out
 
 
-# The cgroup v1 files show's figures are (cpu.shares, quota and period, memory in bytes).
-_V1 = ("cpu", "cpuset", "memory", "pids", "hugetlb")
-
-
-def value_refusals(
-    cfg: NodeConfig, alloc: Allocatable, pods: list[PodCgroup], cpus: frozenset[int]
-) -> list[str]:
-    """setup's refusals of the values this node's tree would hold (kubepods, QoS tiers, pods,
-    reserved cgroups) that the kernel would refuse or change, measured as cgroup v1 files:
-    show reads no cgroup, and the ranges behind v2's files are the same."""
-    from cgalloc.cgroupfs import Hierarchy, limit_files
-    from cgalloc.kernel_ranges import value_refusal
-
-    v1 = Hierarchy("v1", "/", {c: f"/{c}" for c in _V1}, None, frozenset(_V1))
-    found = (
-        value_refusal(d.role, d.path, file, value)
-        for d in tree.desired_tree(cfg, alloc, v1, pods, cpus)
-        for _c, file, value in limit_files(v1, d.limits)
-    )
-    return [f"setup refuses this value: {r}" for r in dict.fromkeys(filter(None, found))]
-
-
 def _section(title: str, values: Mapping[str, str], indent: str = "  ") -> list[str]:
     return [title, *aligned([(f"{indent}{k}:", v) for k, v in values.items()])]
 
@@ -211,7 +189,7 @@ def register(app: typer.Typer) -> None:
             doc["pods"] = pods_doc(cfg, cgroups)
             pod_paths = (("pod", p["cgroup"].lstrip("/")) for p in doc["pods"])
             doc["warnings"] += tree.setup_refusals(pod_paths)
-        doc["warnings"] += value_refusals(cfg, alloc, cgroups, cpus)
+        doc["warnings"] += tree.value_refusals(cfg, alloc, cgroups, cpus)
         warn(doc["warnings"])
         emit(doc, output, lambda: table(doc))
         # validateNodeAllocatable / enforceNodeAllocatableCgroups (pkg/kubelet/cm): the kubelet
