@@ -154,7 +154,40 @@ KUBE_POD = st.fixed_dictionaries(
          optional={"initContainers": _either(st.lists(_CONTAINER, max_size=1)),
                    "overhead": _RESOURCES}))},
 )  # fmt: skip
+# Whole, well-formed pods whose resource values alone may be hostile, most of them sane or
+# large but valid, so that most reach planning, where a value past the kernel's range meets the
+# tree (the KUBE_POD documents above are mostly refused before it).
+_SANE = st.sampled_from(["100m", "1", "2", "256Mi", "1Gi", "0"])
+_LARGE = st.sampled_from(["1e15", "8Ei", "9223372036854775807", str(2**64 + 4096), "100000",
+                          "1n", "1u", "999999999999m", "4096Pi", "1.5", "0.001"])  # fmt: skip
+_VALUES = st.dictionaries(
+    st.sampled_from(["cpu", "cpu", "memory", "memory", "hugepages-2Mi", "ephemeral-storage"]),
+    st.one_of(_SANE, _SANE, _SANE, _LARGE, QUANTITY),
+    max_size=2,
+)
+_WHOLE_CONTAINER = st.builds(
+    lambda name, req, lim: {"name": name, "resources": {"requests": req, "limits": lim}},
+    st.sampled_from(["c", "d", "e"]),
+    _VALUES,
+    _VALUES,
+)
+WHOLE_POD = st.builds(
+    lambda uid, cs, ics, overhead, prio: {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns", "uid": uid},
+        "spec": {"containers": cs, "initContainers": ics, "overhead": overhead,
+                 **({"priorityClassName": prio} if prio else {})},
+    },
+    st.uuids().map(str),
+    st.lists(_WHOLE_CONTAINER, min_size=1, max_size=3, unique_by=lambda c: c["name"]),
+    st.lists(_WHOLE_CONTAINER.map(lambda c: {**c, "name": "i" + c["name"]}), max_size=1),
+    st.one_of(st.just({}), _VALUES), st.sampled_from([None, "system-node-critical"]),
+)  # fmt: skip
+WHOLE_PODS = st.lists(WHOLE_POD, min_size=1, max_size=4).map(
+    lambda items: json.dumps({"apiVersion": "v1", "kind": "List", "items": items}).encode()
+)
 PODS = st.one_of(
+    WHOLE_PODS,
     st.lists(POD, max_size=4).map(lambda p: json.dumps(p).encode()),
     st.lists(KUBE_POD, max_size=3).map(
         lambda items: json.dumps({"apiVersion": "v1", "kind": "List", "items": items}).encode()
@@ -193,17 +226,18 @@ class Node:
         path.write_bytes(data)
         return str(path)
 
-    def run(self, capsys, name: str, *argv: str, state_may_appear: bool = True) -> int:
+    def run(self, capsys, name: str, *argv: str):
+        """(exit status, stdout, stderr) of ``cgalloc ARGV``, checked as the module says."""
         before = snapshot(self.root)
         had_state = self.state.exists()
-        code, _out, err = run_cli(capsys, *argv)
+        code, out, err = run_cli(capsys, *argv)
         TALLY.setdefault(name, Counter())[code] += 1
         assert code in EXITS, (argv, code, err)
         assert "Traceback" not in err
         if code == 2:
             assert snapshot(self.root) == before, (argv, err)
             assert self.state.exists() == had_state, (argv, err)
-        return code
+        return code, out, err
 
 
 @pytest.fixture(params=["v1", "v2"])
@@ -259,6 +293,32 @@ def test_fuzz_node_config(node, capsys, doc):
 def test_fuzz_pods_file(node, capsys, pods):
     argv = ["--pods", node.write("pods.json", pods), *BASE]
     node.run(capsys, "setup --pods", "setup", *argv, *node.where())
+
+
+@pytest.fixture
+def v1node(tmp_path, monkeypatch):
+    return Node(tmp_path / "v1", "v1", monkeypatch)
+
+
+@FUZZ
+@given(pods=WHOLE_PODS)
+def test_fuzz_show_warns_of_what_setup_refuses(v1node, capsys, pods):
+    """show and a dry-run setup on a v1 tree agree on whole pods: the same input refusal, or
+    show's value warnings are setup's refusals (tree.value_refusals beside plan.build)."""
+    argv = ["--pods", v1node.write("pods.json", pods), *BASE]
+    shown, out, show_err = v1node.run(capsys, "show --pods (whole pods)", "show", *argv,
+                                      "-o", "json")  # fmt: skip
+    setup, _, setup_err = v1node.run(capsys, "setup --dry-run --pods (whole pods)", "setup",
+                                     *argv, "--dry-run", *v1node.where())  # fmt: skip
+    if shown == 2:
+        assert setup == 2 and setup_err == show_err, (show_err, setup_err)
+        return
+    prefix = "setup refuses this value: "
+    warned = {w.removeprefix(prefix) for w in json.loads(out)["warnings"] if w.startswith(prefix)}
+    refused = {line.removeprefix("cgalloc: ") for line in setup_err.splitlines()
+               if not line.startswith("cgalloc: warning: ")}  # fmt: skip
+    assert setup == (2 if warned else 0), (warned, setup_err)
+    assert not warned or warned == refused, (warned, refused)
 
 
 RECORD = st.one_of(
