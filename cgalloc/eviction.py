@@ -13,6 +13,7 @@ import struct
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from cgalloc.gostrconv import DECIMAL
 from cgalloc.quantity import BINARY_SI, Quantity, QuantityError
 from cgalloc.resources import EPHEMERAL_STORAGE, MEMORY, ResourceList
 
@@ -44,7 +45,7 @@ RESERVING_SIGNALS: dict[str, str] = {
     "nodefs.available": EPHEMERAL_STORAGE,
 }
 
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+_DECIMAL = re.compile(DECIMAL, re.ASCII)
 
 
 class ThresholdError(ValueError):

@@ -9,6 +9,10 @@ import re
 
 _GO_BASES = {"0x": 16, "0o": 8, "0b": 2}
 
+# The decimal text strconv.ParseFloat takes, less its hex, "_", inf and nan forms: the eviction
+# thresholds' percentages and the CLI's float options (which add inf and nan themselves).
+DECIMAL = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+
 
 def parse_go_int(text: str, bits: int) -> int | str | None:
     """``text`` as strconv.ParseInt(text, 0, bits + 1) reads it, as pflag's Int32Var and

@@ -64,18 +64,22 @@ class _Commands(dict):
         return cmd
 
 
-# ASCII decimal only: Python's int() and float() also take "1_0", " 5 " and other scripts' digits
-_NUMBER_TEXT = {
-    int: re.compile(r"[+-]?[0-9]+"),
+@functools.cache
+def _number_text(kind: type) -> re.Pattern[str]:
+    """The text an int or float option takes: ASCII decimal only, where Python's int() and
+    float() also take "1_0", " 5 " and other scripts' digits."""
+    if kind is int:
+        return re.compile(r"[+-]?[0-9]+")
+    from cgalloc.gostrconv import DECIMAL  # not at import: --help loads no more than it needs
+
     # inf and nan pass, for the option's own range check to name them in one sentence
-    float: re.compile(r"[+-]?(([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|nan)", re.I),
-}
+    return re.compile(rf"{DECIMAL}|[+-]?(?:inf|nan)", re.I)
 
 
 def _number(kind: type, what: str) -> Callable[[object], object]:
     def convert(value: object) -> object:
         try:
-            if isinstance(value, str) and not _NUMBER_TEXT[kind].fullmatch(value):
+            if isinstance(value, str) and not _number_text(kind).fullmatch(value):
                 raise ValueError(value)
             return kind(value)
         except (TypeError, ValueError):
