@@ -311,16 +311,19 @@ def test_more_pods_than_the_node_admits_is_refused(tmp_path, monkeypatch, capsys
     # podsPerCore x cores when lower; the predicate admit handler refuses more, OutOfpods,
     # unless a critical pod preempts one).
     # Unbounded, a 64 MiB list of 740,000 pods took setup --dry-run 98 s and 4.1 GB.
+    # setup runs for real (the suite's fake tree takes --capacity): refused, it writes nothing
     tree = fake_tree(tmp_path, monkeypatch, "v2")
     before = snapshot(tree)
-    for command in (["setup", "--dry-run", *NODE, *where(tree, tmp_path)], ["show", *NODE]):
+    for command in (["show", *NODE], ["setup", *NODE, *where(tree, tmp_path)]):
         code, out, err = run_cli(capsys, *command, "--pods", str(SHAPES), *extra)
         if admits is None:  # the 8 pods fit
             assert code == 0, err
             continue
         assert (code, out) == (2, ""), err
         assert f"cgalloc: --pods: more than {admits} pods, and this node admits at most" in err
-    assert snapshot(tree) == before
+        assert snapshot(tree) == before
+        assert not (tmp_path / "state").exists()
+    assert (snapshot(tree) == before) == (admits is not None)
 
 
 def test_a_pod_given_twice_counts_once_against_the_capacity(tmp_path, capsys):
