@@ -436,7 +436,8 @@ def value_refusals(
         for d in desired_tree(cfg, alloc, v1, pods, cpus)
         for _c, file, value in limit_files(v1, d.limits)
     )
-    return [f"setup refuses this value: {r}" for r in dict.fromkeys(filter(None, found))]
+    # in setup's order (plan.build sorts its refusals), so the two lists read alike
+    return [f"setup refuses this value: {r}" for r in sorted(set(filter(None, found)))]
 
 
 def kubepods_cgroup(cfg: NodeConfig) -> CgroupName:

@@ -371,15 +371,16 @@ def test_show_warns_with_the_value_refusals_of_setup(
     warned, refused, code = _show_warned_and_setup_refused(
         capsys, tmp_path, monkeypatch, node, "value", "v1"
     )
-    assert sorted(warned) == sorted(refused), refused
+    assert warned == refused  # in setup's order
     assert code == (2 if warned else 0), refused
     assert bool(warned) == (limits != VALUES["in range"][0])
 
 
 def test_value_refusals_name_each_pod_under_the_systemd_driver(capsys, tmp_path, monkeypatch):
     # a burstable pod's systemd path is ~104 characters, its UID at the end: a refusal cut at
-    # 80 lost it, and the pods' sentences, then alike, folded into one
-    uids = [f"0f6e1d5c-0000-4000-8000-00000000000{i}" for i in range(3)]
+    # 80 lost it, and the pods' sentences, then alike, folded into one. The pods are out of
+    # order in the file: both commands list the refusals sorted (show's were in file order).
+    uids = [f"0f6e1d5c-0000-4000-8000-00000000000{i}" for i in (2, 0, 1)]
     pods = {"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "uid": uid},
          "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"},
@@ -393,8 +394,8 @@ def test_value_refusals_name_each_pod_under_the_systemd_driver(capsys, tmp_path,
     )
     assert code == 2, refused
     assert len(refused) == 3, refused
-    for uid, line in zip(uids, sorted(refused), strict=True):
+    for uid, line in zip(sorted(uids), refused, strict=True):
         assert f"kubepods-burstable-pod{uid.replace('-', '_')}.slice is outside" in line
     assert len(warned) == 3, warned  # show: the same pods, as the v1 files it prints
-    for uid, line in zip(uids, sorted(warned), strict=True):
+    for uid, line in zip(sorted(uids), warned, strict=True):
         assert f"kubepods-burstable-pod{uid.replace('-', '_')}.slice is outside" in line

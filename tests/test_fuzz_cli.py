@@ -304,7 +304,8 @@ def v1node(tmp_path, monkeypatch):
 @given(pods=WHOLE_PODS)
 def test_fuzz_show_warns_of_what_setup_refuses(v1node, capsys, pods):
     """show and a dry-run setup on a v1 tree agree on whole pods: the same input refusal, or
-    show's value warnings are setup's refusals (tree.value_refusals beside plan.build)."""
+    show's value warnings are setup's refusals, in setup's order (tree.value_refusals beside
+    plan.build)."""
     argv = ["--pods", v1node.write("pods.json", pods), *BASE]
     shown, out, show_err = v1node.run(capsys, "show --pods (whole pods)", "show", *argv,
                                       "-o", "json")  # fmt: skip
@@ -314,9 +315,9 @@ def test_fuzz_show_warns_of_what_setup_refuses(v1node, capsys, pods):
         assert setup == 2 and setup_err == show_err, (show_err, setup_err)
         return
     prefix = "setup refuses this value: "
-    warned = {w.removeprefix(prefix) for w in json.loads(out)["warnings"] if w.startswith(prefix)}
-    refused = {line.removeprefix("cgalloc: ") for line in setup_err.splitlines()
-               if not line.startswith("cgalloc: warning: ")}  # fmt: skip
+    warned = [w.removeprefix(prefix) for w in json.loads(out)["warnings"] if w.startswith(prefix)]
+    refused = [line.removeprefix("cgalloc: ") for line in setup_err.splitlines()
+               if not line.startswith("cgalloc: warning: ")]  # fmt: skip
     assert setup == (2 if warned else 0), (warned, setup_err)
     assert not warned or warned == refused, (warned, refused)
 
