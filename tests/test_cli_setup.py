@@ -100,6 +100,26 @@ def test_teardown_after_setup_restores_the_tree(tree, tmp_path, capsys):
     assert snapshot(tree) == before
 
 
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_a_symlink_to_the_mount_names_the_mount(tmp_path, monkeypatch, capsys, version):
+    # --cgroupfs is matched against mountinfo, which names real paths: a symlink to the mount
+    # was "no cgroup filesystem is mounted at or under <link>", exit 3
+    tree = fake_tree(tmp_path, monkeypatch, version)
+    before = snapshot(tree)
+    (tmp_path / "link").symlink_to(tree)
+    via_link = ["--cgroupfs", str(tmp_path / "link"), "--state-dir", str(tmp_path / "state")]
+    code, out, err = run(capsys, "setup", *NODE, *via_link)
+    assert code == 0, err
+    record = (tmp_path / "state" / "owned.json").read_text()
+    assert str(tree) in record and str(tmp_path / "link") not in record  # the mount's own path
+    code, _, err = run(capsys, "verify", *NODE, *where(tree, tmp_path))
+    assert code == 0, err
+    code, out, err = run(capsys, "teardown", *via_link)
+    assert code == 0, err
+    assert out.splitlines()[-1].endswith("; nothing cgalloc made is left")
+    assert snapshot(tree) == before
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

@@ -19,7 +19,9 @@ def _mount_path(value: str) -> str:
             f"--cgroupfs {value!r} names no directory; give where the cgroup hierarchy is "
             "mounted, such as /sys/fs/cgroup."
         )
-    return os.path.abspath(value)
+    # the real path: mounts are found by it in mountinfo, which names no symlink, and the
+    # state record keeps it, so a run through a link and one naming the mount agree
+    return os.path.realpath(value)
 
 
 def cgroupfs_option() -> typer.models.OptionInfo:
@@ -27,7 +29,8 @@ def cgroupfs_option() -> typer.models.OptionInfo:
         "/sys/fs/cgroup",
         "--cgroupfs",
         metavar="PATH",
-        help="Where the cgroup hierarchy is mounted (a v2 mount or the v1 controllers' parent).",
+        help="Where the cgroup hierarchy is mounted (a v2 mount or the v1 controllers' parent;"
+        " a symlink to it is followed).",
         rich_help_panel=TREE_PANEL,
         callback=_mount_path,
     )
