@@ -318,7 +318,9 @@ def main(argv: list[str] | None = None) -> None:
                     raise _output_lost(failed) from None
             raise
     except CgallocError as exc:
-        _say(str(exc).splitlines())
+        from cgalloc.cli.render import printable  # only on an error: --help loads no more
+
+        _say(printable(str(exc)).split("\n"))
         sys.exit(exc.exit_code)
     finally:
         if previous is not None:

@@ -24,6 +24,7 @@ from cgalloc.bootunit import (
 )
 from cgalloc.cli.inputs import node_inputs_from
 from cgalloc.cli.options import dry_run_option, quiet_option
+from cgalloc.cli.render import warn
 from cgalloc.errors import HostError, InputError
 from cgalloc.loading import read_bounded
 from cgalloc.systemd import systemd_running
@@ -143,7 +144,7 @@ def register(app: typer.Typer) -> None:
         apply_changes(base, changes)
         warning = _reload(base) if changes else None
         if warning:
-            typer.echo(f"cgalloc: warning: {warning}", err=True)
+            warn([warning])
         if not changes:
             summary = "nothing to change"
         elif uninstall:

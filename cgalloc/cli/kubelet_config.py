@@ -6,7 +6,7 @@ import typer
 
 from cgalloc import tree
 from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, enforcement_warnings, node_inputs
-from cgalloc.cli.render import OutputFormat, dumps, emit, output_option, warn
+from cgalloc.cli.render import OutputFormat, dumps, emit, output_option, printable, warn
 from cgalloc.config import (
     BY_CONFIG,
     DEFAULT_CFS_PERIOD_US,
@@ -189,4 +189,4 @@ def register(app: typer.Typer) -> None:
         if output is OutputFormat.json:
             emit({"config": doc, "flags": flags, "notes": notes}, output, str)
         else:
-            typer.echo(_yaml(doc, flags, notes))
+            typer.echo(printable(_yaml(doc, flags, notes)))  # the flags' comment quotes names

@@ -66,12 +66,31 @@ def dumps(data: object, fmt: OutputFormat, compact: bool = False) -> str:
         return yaml.safe_dump(data, sort_keys=True, default_flow_style=False).rstrip("\n")
 
 
+def printable(text: str) -> str:
+    """``text`` for a terminal: each character that is not printable written as its escape
+    (``\x1b``, ``\x85``, ``\u2028``), but for the newlines between its lines and the bytes
+    that are not UTF-8 (surrogate escapes), which go out as the bytes the kernel holds. Messages,
+    plans and tables quote cgroup names, which may hold any byte but '/' and NUL: a name must
+    not move the cursor, recolour the screen or split a line (str.splitlines splits at
+    ``\x85`` and ``\x1c``)."""
+    lines = text.split("\n")
+    if all(map(str.isprintable, lines)):  # a 1000-pod table: C speed, no loop per character
+        return text
+    return "\n".join(
+        line if line.isprintable() else "".join(map(_shown_char, line)) for line in lines
+    )
+
+
+def _shown_char(c: str) -> str:
+    return c if c.isprintable() or "\udc80" <= c <= "\udcff" else repr(c)[1:-1]
+
+
 def emit(data: object, fmt: OutputFormat, table: Callable[[], str]) -> None:
     """Print ``data`` in ``fmt``; ``table`` renders the human-readable form."""
-    typer.echo(table() if fmt is OutputFormat.table else dumps(data, fmt))
+    typer.echo(printable(table()) if fmt is OutputFormat.table else dumps(data, fmt))
 
 
 def warn(messages: Sequence[str]) -> None:
     """Warnings go to stderr so stdout stays machine-readable."""
     for message in messages:
-        typer.echo(f"cgalloc: warning: {message}", err=True)
+        typer.echo(f"cgalloc: warning: {printable(message)}", err=True)

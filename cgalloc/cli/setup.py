@@ -45,7 +45,7 @@ from cgalloc.cli.options import (
     quiet_option,
     state_dir_option,
 )
-from cgalloc.cli.render import OutputFormat, emit, output_option, warn
+from cgalloc.cli.render import OutputFormat, emit, output_option, printable, warn
 from cgalloc.config import NodeConfig
 from cgalloc.errors import HostError, InputError
 from cgalloc.limits import WEIGHT_FORMULAS
@@ -268,7 +268,7 @@ def progress(plan: Plan, dbus: bool) -> Callable[[Action], None]:
     def done(action: Action) -> None:
         nonlocal count
         count += 1
-        line = f"[{count}/{total}] {describe(action, plan.root, dbus)}"
+        line = printable(f"[{count}/{total}] {describe(action, plan.root, dbus)}")
         if compact:
             typer.echo(f"\r\033[Kapplying {line}", err=True, nl=count == total)
         else:
@@ -372,7 +372,7 @@ def register(app: typer.Typer) -> None:
             table = output is OutputFormat.table and not quiet
             if table and (p.actions or p.undo):
                 # the plan first, so an operator sees what is about to change
-                typer.echo("\n".join(f"  {line}" for line in plan_lines(p, dbus)))
+                typer.echo(printable("\n".join(f"  {line}" for line in plan_lines(p, dbus))))
             on_done = progress(p, dbus) if table and p.actions else None
             # SIGINT/SIGTERM/SIGHUP from here on are recorded, not raised: before the last
             # change apply undoes every change and raises Interrupted; after it the changes

@@ -17,7 +17,7 @@ from cgalloc.cgroupfs import Hierarchy, controller_dirs
 from cgalloc.cli import stats_table
 from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
 from cgalloc.cli.options import cgroupfs_option
-from cgalloc.cli.render import OutputFormat, dumps, output_option, warn
+from cgalloc.cli.render import OutputFormat, dumps, output_option, printable, warn
 from cgalloc.errors import InputError
 from cgalloc.kernel_ranges import name_refusal
 from cgalloc.resources import MEMORY
@@ -181,7 +181,7 @@ class _Run:
                 warnings += notes  # stdout keeps rows only, for scripts
             if view.title:
                 lines.insert(0, view.title(time.time()))
-            text = "\n".join(lines)
+            text = printable("\n".join(lines))  # before --watch's CLEAR, which must act
         else:
             text = dumps(self.document(targets, recs, node_name), view.output, compact=True)
         self.prev = {r.path: r for r in recs if r.found}
