@@ -1,7 +1,7 @@
 """Fuzzing every command's inputs on fake trees: flags, config files, drop-ins, node-config,
 pods files and state records. Whatever the input: exit 0, 1, 2 or 3, never an uncaught
-exception (in-process, a traceback would surface as one and fail the test), and an exit 2
-wrote nothing (the tree byte-identical, no state directory created).
+exception (in-process, a traceback would surface as one and fail the test), every line printed
+printable, and an exit 2 wrote nothing (the tree byte-identical, no state directory created).
 
 Bounded: a fixed number of examples per command and no per-example deadline. Each test prints
 how many cases it tried and the exits seen (``pytest -s``; the README's Safety section quotes
@@ -198,6 +198,10 @@ PODS = st.one_of(
 TALLY: dict[str, Counter] = {}
 
 
+def _shown(c: str) -> bool:
+    return c.isprintable() or "\udc80" <= c <= "\udcff"
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _report():
     yield
@@ -234,6 +238,9 @@ class Node:
         TALLY.setdefault(name, Counter())[code] += 1
         assert code in EXITS, (argv, code, err)
         assert "Traceback" not in err
+        # nothing that acts on a terminal (cli.render.printable); non-UTF-8 bytes go out as bytes
+        unshown = [x for x in (out + err).split("\n") if not all(map(_shown, x))]
+        assert not unshown, (argv, unshown)
         if code == 2:
             assert snapshot(self.root) == before, (argv, err)
             assert self.state.exists() == had_state, (argv, err)
