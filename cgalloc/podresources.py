@@ -65,6 +65,9 @@ class Pod:
     pod_requests: ResourceList | None = None
     pod_limits: ResourceList | None = None
     status_qos: str = ""  # status.qosClass, which GetPodQOS prefers
+    # the reason of a PodResizePending condition ("Deferred", "Infeasible"): spec is ahead
+    # of what the kubelet allocated, and sized the pod's cgroup from
+    resize_pending: str = ""
 
     @property
     def has_pod_resources(self) -> bool:

@@ -220,9 +220,40 @@ def parse_pod(doc: dict, where: str, problems: _Problems, static_file: bool = Fa
     qos = status.get("qosClass") or ""
     if qos and qos not in QOS_CLASSES:
         problems.add(where, f"status.qosClass {qos!r} is not one of {', '.join(QOS_CLASSES)}.")
+    pending = _resize_pending(status.get("conditions"), where, problems)
     if len(problems.items) != before:
         return None
-    return Pod(uid, name, containers, inits, overhead, pod_req, pod_lim, str(qos))
+    return Pod(uid, name, containers, inits, overhead, pod_req, pod_lim, str(qos), pending)
+
+
+def _resize_pending(conditions: object, where: str, problems: _Problems) -> str:
+    """The reason of a true ``PodResizePending`` condition ("pending" when it gives none), ""
+    without one. The kubelet sets it while a resize is in spec but not in its allocation
+    (k8s.io/api core/v1 PodResizePending; KEP-1287): it sizes the pod's cgroup from the
+    allocation (allocation manager ``UpdatePodFromAllocation``), which no file shows. Once
+    allocated (``PodResizeInProgress``) the kubelet applies spec's values, as cgalloc does."""
+    if conditions is None:
+        return ""
+    if not isinstance(conditions, list) or not all(isinstance(c, dict) for c in conditions):
+        problems.add(where, "status.conditions is not a list of mappings, as a Pod's status holds.")
+        return ""
+    for c in conditions:
+        if c.get("type") == "PodResizePending" and c.get("status") == "True":
+            reason = c.get("reason")
+            return reason if isinstance(reason, str) and reason else "pending"
+    return ""
+
+
+def resize_warnings(pods: Sequence[Pod]) -> list[str]:
+    """One warning per pod whose resize the kubelet has not allocated: cgalloc plans spec's
+    values, the kubelet keeps the allocated ones until it can grant the resize."""
+    return [
+        f"pod {p.name}: its in-place resize is not allocated (PodResizePending, "
+        f"{p.resize_pending}): the kubelet keeps the pod's cgroup at the resources it allocated "
+        "before it, where cgalloc plans spec's; leave the pod out of --pods until it is."
+        for p in pods
+        if p.resize_pending
+    ]
 
 
 def _kind(doc: object) -> tuple[str, str]:

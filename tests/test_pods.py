@@ -439,3 +439,73 @@ def test_show_lists_each_pods_class_cgroup_and_values(capsys):
     assert pods["shapes/besteffort"]["cpuQuota"] == "-"
     code, out, _ = run_cli(capsys, "show", *cap, "--pods", str(SHAPES))
     assert "  shapes/missing-limits   Burstable   /kubepods/burstable/pod" in out
+
+
+# An in-place resize the kubelet has not allocated: it sizes the pod's cgroup from its
+# allocation (pkg/kubelet/allocation/allocation_manager.go UpdatePodFromAllocation), which
+# differs from spec while the pod has a true PodResizePending condition (k8s.io/api core/v1
+# types.go: "the pod has been resized, but kubelet has not yet allocated the resources").
+# PodResizeInProgress alone means allocated: the kubelet applies spec's values, as cgalloc.
+GUARANTEED = {"cpu": "1", "memory": "1Gi"}
+
+
+def _resizing(conditions) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "ns", "uid": UID(1)},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": GUARANTEED,
+                                                                "limits": GUARANTEED}}]},
+            "status": {"qosClass": "Guaranteed", "conditions": conditions}}  # fmt: skip
+
+
+RESIZE_CONDITIONS = {
+    "deferred": ([{"type": "PodResizePending", "status": "True", "reason": "Deferred"}],
+                 "Deferred"),
+    "infeasible": ([{"type": "Ready", "status": "True"},
+                    {"type": "PodResizePending", "status": "True", "reason": "Infeasible"}],
+                   "Infeasible"),
+    "no reason": ([{"type": "PodResizePending", "status": "True"}], "pending"),
+    "in progress": ([{"type": "PodResizeInProgress", "status": "True"}], None),
+    "not true": ([{"type": "PodResizePending", "status": "False", "reason": "Deferred"}], None),
+    "none": ([], None),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("conditions", "reason"), RESIZE_CONDITIONS.values(),
+                         ids=RESIZE_CONDITIONS.keys())  # fmt: skip
+def test_a_resize_the_kubelet_has_not_allocated_is_warned(
+    tmp_path, monkeypatch, capsys, conditions, reason
+):
+    (tmp_path / "pod.json").write_text(json.dumps(_resizing(conditions)))
+    tree = fake_tree(tmp_path, monkeypatch, "v2")
+    pods = ["--pods", str(tmp_path / "pod.json")]
+    code, out, err = run_cli(capsys, "show", *NODE, *pods, "-o", "json")
+    assert code == 0, err
+    warned = [w for w in json.loads(out)["warnings"] if w.startswith("pod ns/web:")]
+    want = [] if reason is None else [
+        f"pod ns/web: its in-place resize is not allocated (PodResizePending, {reason}): the "
+        "kubelet keeps the pod's cgroup at the resources it allocated before it, where cgalloc "
+        "plans spec's; leave the pod out of --pods until it is."]  # fmt: skip
+    assert warned == want
+    code, out, err = run_cli(capsys, "setup", *NODE, *pods, *where(tree, tmp_path), "--dry-run")
+    assert code == 0, err
+    assert [x for x in err.splitlines() if "pod ns/web:" in x] == [
+        f"cgalloc: warning: {w}" for w in want
+    ]
+    # spec's values are still what is planned
+    assert f"  write kubepods/pod{UID(1)}/memory.max: (new) -> {1 << 30}" in out.splitlines()
+    code, _, err = run_cli(capsys, "verify", *NODE, *pods, *where(tree, tmp_path))
+    assert code == 1  # nothing set up yet
+    assert [x for x in err.splitlines() if "pod ns/web:" in x] == [
+        f"cgalloc: warning: {w}" for w in want
+    ]
+
+
+@pytest.mark.parametrize("conditions", ["Deferred", [["PodResizePending"]], {"type": "x"}])
+def test_conditions_that_are_not_a_list_of_mappings_are_refused(tmp_path, capsys, conditions):
+    (tmp_path / "pod.json").write_text(json.dumps(_resizing(conditions)))
+    code, out, err = run_cli(capsys, "show", *NODE, "--pods", str(tmp_path / "pod.json"))
+    assert (code, out) == (2, ""), err
+    assert err == (
+        f"cgalloc: --pods {tmp_path / 'pod.json'} pod ns/web: status.conditions is not a list "
+        "of mappings, as a Pod's status holds.\n"
+    )

@@ -51,7 +51,7 @@ from cgalloc.errors import HostError, InputError
 from cgalloc.limits import WEIGHT_FORMULAS
 from cgalloc.ownership import StateDir
 from cgalloc.plan import Action, Plan, node_plan, require_no_refusals
-from cgalloc.pods import load_pods
+from cgalloc.pods import load_pods, resize_warnings
 from cgalloc.systemd import (
     SYSTEMD_CONTROLLERS,
     Systemd,
@@ -145,6 +145,7 @@ class TreeOptions:
             moves=moves,
             delegated=delegated,
         )
+        p.warnings[:0] = resize_warnings(pods)  # in -o json's warnings too
         warn(p.warnings)
         if moves:
             warn([PROCS_DO_NOT_PERSIST])

@@ -181,11 +181,12 @@ def register(app: typer.Typer) -> None:
         cgroups: list[PodCgroup] = []
         if pods:
             # Imported only when pods are given: YAML, the pod model and their records.
-            from cgalloc.pods import load_pods, pod_cgroups
+            from cgalloc.pods import load_pods, pod_cgroups, resize_warnings
 
             # show reads no cgroup: the values are cgroup v2's minus memory.min (MemoryQoS)
-            admits = pods_capacity(cfg, capacity).value()
-            cgroups = pod_cgroups(load_pods(pods, admits), cfg, cgroup_v2=False)
+            loaded = load_pods(pods, pods_capacity(cfg, capacity).value())
+            doc["warnings"] += resize_warnings(loaded)
+            cgroups = pod_cgroups(loaded, cfg, cgroup_v2=False)
             doc["pods"] = pods_doc(cfg, cgroups)
             pod_paths = (("pod", p["cgroup"].lstrip("/")) for p in doc["pods"])
             doc["warnings"] += tree.setup_refusals(pod_paths)
