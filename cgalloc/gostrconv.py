@@ -9,8 +9,9 @@ import re
 
 _GO_BASES = {"0x": 16, "0o": 8, "0b": 2}
 
-# The decimal text strconv.ParseFloat takes, less its hex, "_", inf and nan forms: the eviction
-# thresholds' percentages and the CLI's float options (which add inf and nan themselves).
+# The decimal text strconv.ParseFloat takes, less its hex, inf and nan forms ("_" it takes only
+# after a base prefix): the eviction thresholds' percentages and the CLI's float options (which
+# add inf and nan themselves).
 DECIMAL = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 
 

@@ -14,3 +14,11 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
         code = exc.code or 0
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def keep_escapes(monkeypatch) -> None:
+    """Let escape sequences reach capsys as they would a terminal: off a terminal, click's echo
+    deletes ``ESC [ ... letter`` sequences, so a raw colour code in a name would pass unseen."""
+    import typer._click.utils
+
+    monkeypatch.setattr(typer._click.utils, "should_strip_ansi", lambda *_a, **_k: False)

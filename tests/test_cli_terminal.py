@@ -9,13 +9,18 @@ the ESC sequence as it was."""
 from __future__ import annotations
 
 import pytest
-from clirun import run_cli
+from clirun import keep_escapes, run_cli
 from test_cli_setup import fake_tree, where
 
 NAME = "/a\x1b[31mb\x85c\u2028d\x1de"
 ESCAPED = "/a\\x1b[31mb\\x85c\\u2028d\\x1de"
 CAPACITY = ["--capacity", "cpu=4,memory=8Gi,pid=4096"]
 RESERVED = ["--kube-reserved", "cpu=1", "--enforce", "pods,kube-reserved"]
+
+
+@pytest.fixture(autouse=True)
+def _escapes_reach_capsys(monkeypatch):
+    keep_escapes(monkeypatch)
 
 
 def _printed(capsys, *argv: str) -> tuple[int, list[str]]:
@@ -66,3 +71,11 @@ def test_stats_table_escapes_a_pod_directory(tmp_path, monkeypatch, capsys):
     code, lines = _printed(capsys, "stats", "--cgroupfs", str(tree), "--interval", "0")
     assert code == 0, lines
     assert any("/kubepods/burstable/pod\\x1b[2J\\x85x " in line for line in lines), lines
+
+
+def test_install_unit_shows_its_setup_arguments_escaped(tmp_path, capsys):
+    # setup.conf holds the arguments as given (whitespace refused, ESC not)
+    args = ["--root", str(tmp_path), "--dry-run", "--", "--cgroup-root", "/a\x1b[31mb"]
+    code, lines = _printed(capsys, "install-unit", *args)
+    assert code == 0, lines
+    assert any(line.endswith("--cgroup-root /a\\x1b[31mb") for line in lines), lines

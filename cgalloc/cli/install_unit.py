@@ -24,7 +24,7 @@ from cgalloc.bootunit import (
 )
 from cgalloc.cli.inputs import node_inputs_from
 from cgalloc.cli.options import dry_run_option, quiet_option
-from cgalloc.cli.render import warn
+from cgalloc.cli.render import printable, warn
 from cgalloc.errors import HostError, InputError
 from cgalloc.loading import read_bounded
 from cgalloc.systemd import systemd_running
@@ -72,9 +72,10 @@ def _reload(root: Path) -> str | None:
 
 def _show(changes: list[FileChange], dry_run: bool) -> None:
     for change in changes:
-        typer.echo(("would " if dry_run else "") + change.describe())
-        if dry_run and change.content is not None:
-            typer.echo("".join(f"    {line}\n" for line in change.content.splitlines()), nl=False)
+        typer.echo(printable(("would " if dry_run else "") + change.describe()))
+        if dry_run and change.content is not None:  # setup.conf holds the arguments as given
+            text = "".join(f"    {line}\n" for line in change.content.splitlines())
+            typer.echo(printable(text), nl=False)
 
 
 def register(app: typer.Typer) -> None:
