@@ -9,9 +9,10 @@ import re
 
 _GO_BASES = {"0x": 16, "0o": 8, "0b": 2}
 
-# The decimal text strconv.ParseFloat takes, less its hex, inf and nan forms ("_" it takes only
-# after a base prefix): the eviction thresholds' percentages and the CLI's float options (which
-# add inf and nan themselves).
+# The decimal text strconv.ParseFloat takes, less its hex, inf and nan forms and the "_" it
+# allows between digits (atof_test.go: "1_23.50_0_0e+1_2" is 1.235e+14), which the README lists
+# as refused: the eviction thresholds' percentages and the CLI's float options (which add inf and
+# nan themselves).
 DECIMAL = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 
 

@@ -51,6 +51,8 @@ def test_float32_whole_numbers_of_eight_digits_are_rounded_to_float32():
     assert parse_float32("16777215") == 16777215.0
 
 
+# "1_0" and "nan" Go's strconv.ParseFloat takes (atof_test.go atoftests); cgalloc refuses them,
+# a difference the README's "goes beyond the kubelet" table names.
 @pytest.mark.parametrize("text", ["abc", "1_0", "nan", "inf", "", "1e50"])
 def test_float32_rejects_non_decimal(text):
     with pytest.raises(ValueError):
