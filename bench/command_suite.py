@@ -22,6 +22,7 @@ import tempfile
 from bench import trees
 from bench.report import Suite, Target
 from bench.rounds import Contender, interleave, process
+from cgalloc import stats
 
 NODE = [
     "--capacity", "cpu=32,memory=128Gi,pid=4194304,ephemeral-storage=500Gi",
@@ -126,6 +127,38 @@ def _stats_dirs(case: trees.Case) -> list[str]:
                   or os.path.basename(d).startswith("pod")]  # fmt: skip
 
 
+def floor_inputs(case: trees.Case) -> list[tuple[str, list[str]]]:
+    """Per mount, the files (relative to it) ``stats --cgroupfs <root>`` reads, its mounts
+    found as stats finds them: on a real v1 host every controller's mount that holds the tree
+    (pids too), not only the hierarchies the tree was built for."""
+    h, _ = stats.open_hierarchy(case.hierarchy.root)
+    dirs = _stats_dirs(case)
+    out = []
+    for plan in stats.mount_plans(h):
+        if case.top and not os.path.isdir(os.path.join(plan.path, case.top)):
+            continue
+        files = [f"{d}/{s.name}" if d else s.name for d in dirs for s in plan.specs]
+        out.append((plan.path, files))
+    return out
+
+
+def _processes(floor_bin: str, calls: list[tuple[list[str], str, list[str]]],
+               cpu: list[float]):  # fmt: skip
+    """One measure running ``floor_bin`` once per (arguments, cwd, stdin lines), in turn: the
+    wall time summed, and their CPU time summed into one entry of ``cpu``."""
+    each: list[float] = []
+    runs = [process([floor_bin, *args], stdin="\n".join(lines), cwd=cwd, cpu=each)
+            for args, cwd, lines in calls]  # fmt: skip
+
+    def run() -> float:
+        each.clear()
+        wall = sum(r() for r in runs)
+        cpu.append(sum(each))
+        return wall
+
+    return run
+
+
 def _byte_compile() -> None:
     """Compile cgalloc's modules as a pip install does, so no run pays for compiling them
     (an editable install under PYTHONDONTWRITEBYTECODE=1 would, on every run)."""
@@ -187,20 +220,9 @@ def _suite(case: trees.Case, floor_bin: str | None, sized: dict[int, trees.Case]
         cs.append(Contender(_sized(n), process(_stats_argv(cgalloc, made), cpu=cpu[_sized(n)]),
                             1, note=f"{len(_stats_dirs(made))} cgroups"))  # fmt: skip
     if floor_bin:
-        runs = []
-        floor_cpu: list[float] = []
-        for plan in case.plans:
-            paths = [f"{d}/{s.name}" if d else s.name for d in dirs for s in plan.specs]
-            runs.append(process([floor_bin, "cold", "1"], stdin="\n".join(paths), cwd=plan.path,
-                                 cpu=floor_cpu))  # fmt: skip
-
-        def floor() -> float:
-            floor_cpu.clear()
-            wall = sum(r() for r in runs)
-            cpu[FLOOR].append(sum(floor_cpu))
-            return wall
-
-        cs.append(Contender(FLOOR, floor, 1, note="one process per mount"))
+        reads = [(["cold", "1"], mount, paths) for mount, paths in floor_inputs(case)]
+        cs.append(Contender(FLOOR, _processes(floor_bin, reads, cpu[FLOOR]), 1,
+                            note="one process per mount"))  # fmt: skip
     result = Suite(f"whole-process time, {case.name}", "process", cs)
     result.times = interleave(cs)
     if floor_bin:

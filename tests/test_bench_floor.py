@@ -1,0 +1,51 @@
+"""The commands suite's C floor reads every file ``cgalloc stats`` reads (issue 11: "the C floor
+for the same files"). On a real v1 host the bench tree is built for memory, cpu and cpuacct
+and copied into cAdvisor's other hierarchies; the floor once read only the first three, so
+stats' pids.current and pids.max were held against a floor that skipped them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from bench import command_suite, faketree, trees
+from cgalloc import stats
+from cgalloc.cgroupfs import Hierarchy
+
+TOP = "cgalloc-test-bench-1"
+
+
+def _v1_case(root: str) -> trees.Case:
+    """A v1 tree under ``root/<controller>/TOP`` whose Case names only the controllers
+    trees.real builds it for, as a real hybrid host's Case does."""
+    dirs = faketree.make_tree(os.path.join(root, "made"), "v1", pods=3, containers=1)
+    for ctrl in os.listdir(os.path.join(root, "made")):
+        os.makedirs(os.path.join(root, ctrl))
+        top = os.path.join(root, ctrl, TOP)
+        os.rename(os.path.join(root, "made", ctrl), top)
+        for name in os.listdir(os.path.join(top, "kubepods")):  # a real top has the files too
+            if name.startswith(f"{ctrl}."):
+                shutil.copy(os.path.join(top, "kubepods", name), top)
+    os.rmdir(os.path.join(root, "made"))
+    mounts = {c: os.path.join(root, c) for c in trees.REAL_CONTROLLERS}
+    h = Hierarchy("v1", root, mounts, None, frozenset(mounts))
+    return trees.Case("fake", h, [f"{TOP}/{d}" for d in dirs], plain=False, top=TOP)
+
+
+def test_floor_reads_pids_files_stats_reads(tmp_path):
+    case = _v1_case(str(tmp_path))
+    inputs = dict(command_suite.floor_inputs(case))
+    assert "pids" not in case.hierarchy.v1_mounts  # the Case itself does not name pids
+    pids = inputs[str(tmp_path / "pids")]
+    pod = f"{TOP}/kubepods/burstable/pod00000001-0000-4000-8000-000000000001"
+    assert f"{pod}/pids.current" in pids and f"{pod}/pids.max" in pids
+    assert f"{TOP}/pids.max" in pids  # the tree's top, stats' root cgroup
+    # Every file the floor reads exists, and no container's (stats reads pod cgroups only).
+    for mount, files in inputs.items():
+        assert all(os.path.isfile(os.path.join(mount, f)) for f in files)
+        assert not any(len(os.path.basename(os.path.dirname(f))) == 64 for f in files)
+    # Each file of stats' v1 table, read in its controller's mount.
+    read = {
+        (os.path.basename(m), os.path.basename(f)) for m, files in inputs.items() for f in files
+    }
+    assert read == {(f.controller, f.file) for f in stats.V1_FIELDS}
