@@ -121,16 +121,21 @@ def _flat_rows(result: Suite, cpu: dict[str, list], pods: dict[int, int]) -> lis
 
 
 def _stats_dirs(case: trees.Case) -> list[str]:
-    """The cgroups ``cgalloc stats`` reads: root, kubepods, QoS tiers, pods (not containers)."""
-    top = [case.top] if case.top else []  # a fake tree's root holds no files to read
-    return top + [d for d in case.dirs if not os.path.basename(d)[:1].isdigit()
-                  or os.path.basename(d).startswith("pod")]  # fmt: skip
+    """The cgroups ``cgalloc stats`` reads: the hierarchy's root (``""``: ``--cgroup-root``
+    moves kubepods, not the node), kubepods, QoS tiers, pods (not containers)."""
+    return [""] + [d for d in case.dirs if not os.path.basename(d)[:1].isdigit()
+                   or os.path.basename(d).startswith("pod")]  # fmt: skip
 
 
 def floor_inputs(case: trees.Case) -> list[tuple[str, list[str]]]:
     """Per mount, the files (relative to it) ``stats --cgroupfs <root>`` reads, its mounts
-    found as stats finds them: on a real v1 host every controller's mount that holds the tree
-    (pids too), not only the hierarchies the tree was built for."""
+    found as stats finds them: on a real v1 host every controller's mount (pids too), not only
+    the hierarchies the tree was built for.
+
+    Only files that exist: stats also tries the root's (the v1 pids root has no pids.*, nor
+    does a fake tree's root), and a mount without the tree would fail every open; the bench
+    tree is made in every mount stats reads, so that last never happens here.
+    """
     h, _ = stats.open_hierarchy(case.hierarchy.root)
     dirs = _stats_dirs(case)
     out = []
@@ -138,7 +143,8 @@ def floor_inputs(case: trees.Case) -> list[tuple[str, list[str]]]:
         if case.top and not os.path.isdir(os.path.join(plan.path, case.top)):
             continue
         files = [f"{d}/{s.name}" if d else s.name for d in dirs for s in plan.specs]
-        out.append((plan.path, files))
+        root = [f for f in files[: len(plan.specs)] if os.path.exists(os.path.join(plan.path, f))]
+        out.append((plan.path, root + files[len(plan.specs) :]))
     return out
 
 

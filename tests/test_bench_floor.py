@@ -23,9 +23,10 @@ def _v1_case(root: str) -> trees.Case:
         os.makedirs(os.path.join(root, ctrl))
         top = os.path.join(root, ctrl, TOP)
         os.rename(os.path.join(root, "made", ctrl), top)
-        for name in os.listdir(os.path.join(top, "kubepods")):  # a real top has the files too
-            if name.startswith(f"{ctrl}."):
-                shutil.copy(os.path.join(top, "kubepods", name), top)
+        for name in os.listdir(os.path.join(top, "kubepods")):
+            # A real v1 root cgroup has its controller's files, except the pids root: no pids.*
+            if name.startswith(f"{ctrl}.") and ctrl != "pids":
+                shutil.copy(os.path.join(top, "kubepods", name), os.path.join(root, ctrl))
     os.rmdir(os.path.join(root, "made"))
     mounts = {c: os.path.join(root, c) for c in trees.REAL_CONTROLLERS}
     h = Hierarchy("v1", root, mounts, None, frozenset(mounts))
@@ -39,7 +40,11 @@ def test_floor_reads_pids_files_stats_reads(tmp_path):
     pids = inputs[str(tmp_path / "pids")]
     pod = f"{TOP}/kubepods/burstable/pod00000001-0000-4000-8000-000000000001"
     assert f"{pod}/pids.current" in pids and f"{pod}/pids.max" in pids
-    assert f"{TOP}/pids.max" in pids  # the tree's top, stats' root cgroup
+    # stats' root cgroup is the mount's own (--cgroup-root moves kubepods), not the tree's
+    # top: its files where the root has them.
+    assert "memory.stat" in inputs[str(tmp_path / "memory")]
+    assert not any(f.startswith("pids.") for f in pids)
+    assert not any(os.path.dirname(f) == TOP for fs in inputs.values() for f in fs)
     # Every file the floor reads exists, and no container's (stats reads pod cgroups only).
     for mount, files in inputs.items():
         assert all(os.path.isfile(os.path.join(mount, f)) for f in files)
