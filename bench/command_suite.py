@@ -142,19 +142,19 @@ def floor_inputs(case: trees.Case) -> list[tuple[str, list[str]]]:
     for plan in stats.mount_plans(h):
         if case.top and not os.path.isdir(os.path.join(plan.path, case.top)):
             continue
-        files = [f"{d}/{s.name}" if d else s.name for d in dirs for s in plan.specs]
-        root = [f for f in files[: len(plan.specs)] if os.path.exists(os.path.join(plan.path, f))]
-        out.append((plan.path, root + files[len(plan.specs) :]))
+        files = [os.path.join(d, s.name) for d in dirs for s in plan.specs]
+        # a root file (no "/": dir "") only where the root has it
+        out.append((plan.path, [f for f in files if "/" in f
+                                or os.path.exists(os.path.join(plan.path, f))]))  # fmt: skip
     return out
 
 
-def _processes(floor_bin: str, calls: list[tuple[list[str], str, list[str]]],
-               cpu: list[float]):  # fmt: skip
-    """One measure running ``floor_bin`` once per (arguments, cwd, stdin lines), in turn: the
-    wall time summed, and their CPU time summed into one entry of ``cpu``."""
+def _floor(floor_bin: str, inputs: list[tuple[str, list[str]]], cpu: list[float]):
+    """One measure: a cold ``floor_bin`` process per (mount, files), in turn, the wall time
+    summed and their CPU time summed into one entry of ``cpu``."""
     each: list[float] = []
-    runs = [process([floor_bin, *args], stdin="\n".join(lines), cwd=cwd, cpu=each)
-            for args, cwd, lines in calls]  # fmt: skip
+    runs = [process([floor_bin, "cold", "1"], stdin="\n".join(files), cwd=mount, cpu=each)
+            for mount, files in inputs]  # fmt: skip
 
     def run() -> float:
         each.clear()
@@ -226,8 +226,7 @@ def _suite(case: trees.Case, floor_bin: str | None, sized: dict[int, trees.Case]
         cs.append(Contender(_sized(n), process(_stats_argv(cgalloc, made), cpu=cpu[_sized(n)]),
                             1, note=f"{len(_stats_dirs(made))} cgroups"))  # fmt: skip
     if floor_bin:
-        reads = [(["cold", "1"], mount, paths) for mount, paths in floor_inputs(case)]
-        cs.append(Contender(FLOOR, _processes(floor_bin, reads, cpu[FLOOR]), 1,
+        cs.append(Contender(FLOOR, _floor(floor_bin, floor_inputs(case), cpu[FLOOR]), 1,
                             note="one process per mount"))  # fmt: skip
     result = Suite(f"whole-process time, {case.name}", "process", cs)
     result.times = interleave(cs)
