@@ -8,12 +8,11 @@ percentages. Pure: no I/O.
 from __future__ import annotations
 
 import json
-import re
-import struct
+import math
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from cgalloc.gostrconv import DECIMAL
+from cgalloc.gostrconv import parse_go_float, to_float32
 from cgalloc.quantity import BINARY_SI, Quantity, QuantityError
 from cgalloc.resources import EPHEMERAL_STORAGE, MEMORY, ResourceList
 
@@ -44,8 +43,6 @@ RESERVING_SIGNALS: dict[str, str] = {
     "memory.available": MEMORY,
     "nodefs.available": EPHEMERAL_STORAGE,
 }
-
-_DECIMAL = re.compile(DECIMAL, re.ASCII)
 
 
 class ThresholdError(ValueError):
@@ -80,57 +77,12 @@ def quote(text: str) -> str:
     return json.dumps(text)
 
 
-def _to_float32(value: float) -> float:
-    return struct.unpack("<f", struct.pack("<f", value))[0]
-
-
-def _float32_neighbours(value: float) -> list[float]:
-    bits = struct.unpack("<I", struct.pack("<f", value))[0]
-    out = [value]
-    for step in (-1, 1):
-        if 0 <= bits + step < 0x7F800000:  # stay within finite non-negative float32s
-            out.append(struct.unpack("<f", struct.pack("<I", bits + step))[0])
-    return out
-
-
-def parse_float32(text: str) -> float:
-    """``strconv.ParseFloat(text, 32)`` for decimal text: correctly rounded to float32.
-
-    Raises ValueError for anything but a finite decimal number in float32 range.
-    """
-    if len(text) <= 7 and text.isascii() and text.isdigit():
-        # A whole number below 2**24 is a float32 as it stands. The default thresholds are
-        # such numbers, so most commands never import decimal and fractions (~3 ms each run).
-        return float(text)
-    if not _DECIMAL.fullmatch(text):
-        raise ValueError(f"{text!r} is not a decimal number")
-    from decimal import Decimal
-    from fractions import Fraction
-
-    # Decimal reads the exponent without expanding it: 1e-9999999 as a Fraction takes a minute
-    magnitude = Decimal(text).adjusted()
-    if magnitude > 39:  # float32 tops out near 3.4e38
-        raise ValueError(f"{text!r} is out of float32 range")
-    if magnitude < -60:  # below half the smallest float32 denormal (1.4e-45): ParseFloat gives 0
-        return -0.0 if text.lstrip().startswith("-") else 0.0
-    exact = Fraction(text)
-    try:
-        nearest = _to_float32(abs(float(exact)))
-    except OverflowError:
-        raise ValueError(f"{text!r} is out of float32 range") from None
-    # decimal -> float64 -> float32 can round twice; pick the float32 nearest the exact value.
-    candidates = _float32_neighbours(nearest)
-    best = min(
-        candidates,
-        key=lambda c: (abs(Fraction(c) - abs(exact)), struct.pack("<f", c)[0] & 1),
-    )
-    return -best if exact < 0 else best
-
-
-def parse_percentage(text: str) -> float:
+def parse_percentage(text: str) -> float | str | None:
     """Eviction ``parsePercentage``: ``float32(ParseFloat(TrimRight(s, "%"), 32)) / 100`` in
-    float32 (every trailing '%' goes)."""
-    return _to_float32(parse_float32(text.rstrip("%")) / _to_float32(100.0))
+    float32 (every trailing '%' goes). Go's float syntax, so ``1_0%`` is 10% and ``0x1p-3%``
+    0.125%; "range" and None as :func:`cgalloc.gostrconv.parse_go_float` gives them."""
+    value = parse_go_float(text.rstrip("%"), 32)
+    return value if not isinstance(value, float) else to_float32(value / to_float32(100.0))
 
 
 def parse_threshold(signal: str, value: str) -> Threshold | None:
@@ -143,13 +95,24 @@ def parse_threshold(signal: str, value: str) -> Threshold | None:
     if value.endswith("%"):
         if value in ("0%", "100%"):
             return None
-        try:
-            percentage = parse_percentage(value)
-        except ValueError:
+        percentage = parse_percentage(value)
+        if percentage is None:
             raise ThresholdError(
                 f"eviction threshold {signal} has malformed percentage {quote(value)};"
                 " expected a number followed by %, such as 10%"
-            ) from None
+            )
+        if percentage == "range":
+            raise ThresholdError(
+                f"eviction threshold {signal} has percentage {quote(value)} beyond a float32's"
+                " range; use a percentage between 0% and 100%"
+            )
+        if math.isnan(percentage):
+            # the kubelet takes it (NaN passes both range checks) and reserves an undefined
+            # amount (int64 of NaN); refused, as the README's table of differences says
+            raise ThresholdError(
+                f"eviction threshold {signal} has percentage {quote(value)}, which is not a"
+                " number; use a percentage between 0% and 100%"
+            )
         if percentage < 0:
             raise ThresholdError(
                 f"eviction percentage threshold {signal} must be >= 0%: {value};"

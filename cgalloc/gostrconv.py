@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 
 _GO_BASES = {"0x": 16, "0o": 8, "0b": 2}
 
-# The decimal text strconv.ParseFloat takes, less its hex, inf and nan forms and the "_" it
-# allows between digits (atof_test.go: "1_23.50_0_0e+1_2" is 1.235e+14), which the README lists
-# as refused: the eviction thresholds' percentages and the CLI's float options (which add inf and
-# nan themselves).
+# Plain decimal text: what cgalloc's own float options (--interval, --watch) take. Narrower than
+# strconv.ParseFloat (parse_go_float), which also takes hex floats and "_" between digits.
 DECIMAL = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 
 
@@ -77,6 +76,135 @@ def _underscore_ok(s: str) -> bool:
     return saw != "_"
 
 
+# The IEEE binary formats strconv.ParseFloat rounds to, by its bitSize: significand bits, the
+# exponent of the smallest denormal's unit, and the power of two the largest finite value is below.
+_FLOAT_FORMATS = {32: (24, -149, 128), 64: (53, -1074, 1024)}
+# Beyond these decimal or binary magnitudes a value is surely out of range or surely rounds to
+# zero: checked before building big integers for it (1e-99999 must not build 10**99999).
+_DECIMAL_BOUNDS = {32: (-46, 40), 64: (-324, 310)}
+_BINARY_BOUNDS = {32: (-150, 129), 64: (-1075, 1025)}
+# Go's decimal slow path keeps 800 digits and a truncation flag: enough to round any halfway
+# case of float64 (2**-1075 has 752 significant digits); a sticky 1 stands for the flag.
+_MAX_DIGITS = 800
+_SPECIAL_FLOATS = {"inf": math.inf, "infinity": math.inf}
+
+
+def parse_go_float(text: str, bits: int) -> float | str | None:
+    """``text`` as strconv.ParseFloat(text, bits) reads it (go/src/strconv/atof.go: special,
+    readFloat, underscoreOK): decimal or hex ("0x1p-3") floats, "_" between digits, "inf",
+    "infinity" (any case, signed) and "nan" (unsigned), correctly rounded half to even to a
+    float of ``bits`` (32 or 64). Returns the float, "range" when it rounds past the largest
+    finite one (Go's ErrRange), None for a syntax error; below the smallest denormal it is a
+    signed zero, as in Go."""
+    lowered = text.lower() if text.isascii() else ""  # Go folds ASCII letters only
+    unsigned = lowered[1:] if lowered[:1] in ("+", "-") else lowered
+    if unsigned in _SPECIAL_FLOATS:
+        return -math.inf if lowered[:1] == "-" else math.inf
+    if lowered == "nan":
+        return math.nan
+    read = _read_float(text)
+    if read is None:
+        return None
+    neg, hexadecimal, digits, exponent = read
+    value = _round_float(hexadecimal, digits, exponent, bits)
+    return "range" if value is None else (-value if neg else value)
+
+
+def _read_float(s: str) -> tuple[bool, bool, str, int] | None:
+    """readFloat over all of ``s``: the sign, whether hex, the significant digits (no leading
+    zeros, at most _MAX_DIGITS + a sticky digit) and the exponent of the last one's unit (of 10,
+    or of 2 for hex); None when ``s`` is not wholly a float."""
+    start = i = 1 if s[:1] in ("+", "-") else 0
+    n = len(s)
+    neg = s[:1] == "-"
+    hexadecimal = i + 2 < n and s[i] == "0" and s[i + 1] in "xX"
+    i += 2 * hexadecimal
+    digit_chars = "0123456789abcdefABCDEF" if hexadecimal else "0123456789"
+    underscores = saw_dot = saw_digits = False
+    digits: list[str] = []
+    dot = 0  # digits before the point, leading zeros counting down (readFloat's dp)
+    while i < n:
+        c = s[i]
+        if c == "_":
+            underscores = True
+        elif c == ".":
+            if saw_dot:
+                break
+            saw_dot, dot = True, len(digits)
+        elif c in digit_chars:
+            saw_digits = True
+            if c == "0" and not digits:
+                dot -= 1
+            else:
+                digits.append(c)
+        else:
+            break
+        i += 1
+    if not saw_digits:
+        return None
+    if not saw_dot:
+        dot = len(digits)
+    exponent = 0
+    if i < n and s[i] in ("pP" if hexadecimal else "eE"):
+        i += 1
+        sign = -1 if s[i : i + 1] == "-" else 1
+        i += s[i : i + 1] in ("+", "-")
+        if i >= n or not "0" <= s[i] <= "9":
+            return None
+        while i < n and ("0" <= s[i] <= "9" or s[i] == "_"):
+            if s[i] == "_":
+                underscores = True
+            elif exponent < 10000:  # Go stops counting here: the value is 0 or Inf by then
+                exponent = exponent * 10 + int(s[i])
+            i += 1
+        exponent *= sign
+    elif hexadecimal:
+        return None  # a hex float must have its p exponent
+    if i != n or (underscores and not _underscore_ok(s[start:])):
+        return None
+    scale = 4 if hexadecimal else 1
+    exponent += scale * (dot - len(digits))
+    if len(digits) > _MAX_DIGITS:
+        rest = digits[_MAX_DIGITS:]
+        exponent += scale * (len(rest) - 1)
+        digits = [*digits[:_MAX_DIGITS], "1" if rest.count("0") < len(rest) else "0"]
+    return neg, hexadecimal, "".join(digits), exponent
+
+
+def _round_float(hexadecimal: bool, digits: str, exponent: int, bits: int) -> float | None:
+    """digits * base**exponent (base 2 in hex, whose digits are of 16, else 10) rounded half
+    to even to a float of ``bits``; None past its largest finite value."""
+    if not digits:
+        return 0.0
+    mantissa = int(digits, 16 if hexadecimal else 10)
+    low, high = (_BINARY_BOUNDS if hexadecimal else _DECIMAL_BOUNDS)[bits]
+    magnitude = (mantissa.bit_length() if hexadecimal else len(digits)) + exponent
+    if magnitude >= high:
+        return None
+    if magnitude <= low:
+        return 0.0
+    power = 1 << abs(exponent) if hexadecimal else 10 ** abs(exponent)
+    num, den = (mantissa * power, 1) if exponent >= 0 else (mantissa, power)
+    precision, min_exp, max_exp = _FLOAT_FORMATS[bits]
+    # floor(log2(num / den)), then the unit that leaves `precision` bits above it
+    log2 = num.bit_length() - den.bit_length()
+    if (num << -log2 if log2 < 0 else num) < (den << log2 if log2 > 0 else den):
+        log2 -= 1
+    unit = max(log2 - (precision - 1), min_exp)
+    scaled_num, scaled_den = (num, den << unit) if unit >= 0 else (num << -unit, den)
+    significand, rest = divmod(scaled_num, scaled_den)
+    if 2 * rest > scaled_den or (2 * rest == scaled_den and significand & 1):
+        significand += 1
+    if significand.bit_length() + unit > max_exp:
+        return None
+    return math.ldexp(significand, unit)
+
+
+def to_float32(value: float) -> float:
+    """``value`` as Go's float32(value) holds it: rounded half to even to a float32."""
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
 # go-yaml v2 resolve.go (sigs.k8s.io/yaml's YAMLToJSON decodes with it): a plain scalar that
 # starts with a sign or a digit is an int when strconv.ParseInt(s without "_", 0, 64) or
 # ParseUint reads it, else a float when it has yamlStyleFloat's shape and ParseFloat reads it
@@ -93,7 +221,6 @@ GO_YAML_WORDS: dict[str, object] = {
     **dict.fromkeys((".nan", ".NaN", ".NAN"), math.nan),
 }
 _YAML_STYLE_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
-_DOT_FLOAT = re.compile(r"\.[0-9]+(?:[eE][-+]?[0-9]+)?")  # what ParseFloat takes after "."
 
 
 def go_yaml_scalar(text: str) -> object:
@@ -102,7 +229,8 @@ def go_yaml_scalar(text: str) -> object:
     if text in GO_YAML_WORDS:
         return GO_YAML_WORDS[text]
     if text.startswith("."):
-        return float(text) if _DOT_FLOAT.fullmatch(text) else text
+        value = parse_go_float(text, 64)  # as it stands: ".1_5" is 0.15
+        return value if isinstance(value, float) else text
     plain = text.replace("_", "")
     number = parse_go_int(plain, 63)
     if number == "range" and plain[:1] not in "+-":
@@ -110,7 +238,7 @@ def go_yaml_scalar(text: str) -> object:
     if isinstance(number, int):
         return number
     if _YAML_STYLE_FLOAT.fullmatch(plain):
-        value = float(plain)
-        if not math.isinf(value):  # ParseFloat's ErrRange
+        value = parse_go_float(plain, 64)
+        if isinstance(value, float):  # not ErrRange
             return value
     return text

@@ -43,7 +43,7 @@ def test_unknown_command_is_a_usage_error():
 
 def test_show_runs_without_pydantic_or_decimal():
     """typer's default coercion imports pydantic; cgalloc's plain options do without it. The
-    default eviction thresholds (10%, 15%, 5%) parse without decimal and fractions."""
+    eviction thresholds (the defaults' 10%, 15%, 5%) parse without decimal and fractions."""
     code = (
         "import sys\nfrom cgalloc.cli import main\n"
         "try:\n    main(['show', '--capacity', 'cpu=4,memory=8Gi,pid=100,ephemeral-storage=1Gi',"

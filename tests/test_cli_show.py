@@ -399,3 +399,36 @@ def test_value_refusals_name_each_pod_under_the_systemd_driver(capsys, tmp_path,
     assert len(warned) == 3, warned  # show: the same pods, as the v1 files it prints
     for uid, line in zip(sorted(uids), warned, strict=True):
         assert f"kubepods-burstable-pod{uid.replace('-', '_')}.slice is outside" in line
+
+
+@pytest.mark.parametrize(
+    ("percentage", "memory"),
+    [
+        # pkg/kubelet/eviction/helpers.go parsePercentage reads the number with
+        # strconv.ParseFloat(s, 32): Go's float syntax, "_" between digits and hex floats
+        # included. 10% of 8Gi is 858993472 (float32 0.1), 0.125% is 10737418.
+        ("1_0%", str(8 * 2**30 - 858993472)),
+        ("0x1p-3%", str(8 * 2**30 - 10737418)),
+    ],
+)
+def test_eviction_percentage_in_go_float_syntax(capsys, percentage, memory):
+    doc, _ = show_json(
+        capsys,
+        "--capacity", f"cpu=4,memory=8Gi,{PLAN}",
+        "--eviction-hard", f"memory.available<{percentage}",
+    )  # fmt: skip
+    assert doc["allocatable"]["memory"] == memory
+
+
+def test_eviction_percentage_nan_is_refused(capsys):
+    # The kubelet takes NaN% (it passes both range checks) and reserves an undefined amount:
+    # cgalloc refuses it, as the README's table of differences says.
+    code, out, err = run(
+        capsys, "show", "--capacity", f"cpu=4,memory=8Gi,{PLAN}",
+        "--eviction-hard", "memory.available<NaN%",
+    )  # fmt: skip
+    assert (code, out) == (2, "")
+    assert (
+        "evictionHard (--eviction-hard): eviction threshold memory.available has percentage"
+        ' "NaN%", which is not a number' in err
+    )

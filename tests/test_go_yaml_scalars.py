@@ -52,6 +52,13 @@ from cgalloc.loading import load_yaml_documents
         ("500m", "500m"),
         ("1Gi", "1Gi"),
         ("0x1p-2", "0x1p-2"),  # hex floats are not yamlStyleFloat
+        # a scalar that starts with "." goes to ParseFloat as it stands, its "_" kept: Go's
+        # float syntax takes one between digits (atof_test.go: "1_23.50_0_0e+1_2")
+        (".1_5", 0.15),
+        (".1__5", ".1__5"),
+        (".5_", ".5_"),
+        (".1e400", ".1e400"),  # ErrRange
+        (".infinity", ".infinity"),
     ],
 )
 def test_go_yaml_scalar_is_go_yaml_v2_resolve(text, want):
