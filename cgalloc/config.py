@@ -34,7 +34,7 @@ from cgalloc.eviction import (
     quote,
 )
 from cgalloc.eviction import split_pair as split_eviction_pair
-from cgalloc.gostrconv import parse_go_int
+from cgalloc.gostrconv import parse_go_int, trim_space
 from cgalloc.loading import FILE_LIMIT, load_yaml_documents, read_bounded
 from cgalloc.quantity import MAX_BINARY_SI, Quantity, QuantityError
 from cgalloc.resources import (
@@ -289,7 +289,7 @@ def _split_map(f: Field, occurrences: Sequence[str], problems: list[str]) -> dic
             if not sep:
                 problems.append(f"{f.label}: malformed pair {quote(item)}; expected {f.form}.")
                 continue
-            out[key.strip()] = value.strip()
+            out[trim_space(key)] = trim_space(value)
     return out
 
 
@@ -322,7 +322,7 @@ def _fold_flag(f: Field, occurrences: Sequence[str], problems: list[str]) -> obj
     last = occurrences[-1]
     if f.kind == "bool":
         try:
-            return parse_bool(last.strip())
+            return parse_bool(last)  # pflag's boolValue.Set: ParseBool(s), untrimmed
         except ValueError:
             problems.append(f"{f.label}: {quote(last)} is not a boolean; use {f.form}.")
             return None
@@ -343,10 +343,10 @@ def _parse_gates(text: str, into: dict[str, bool]) -> str | None:
         if not item:
             continue
         key, sep, value = item.partition("=")
-        key = key.strip()
+        key = trim_space(key)
         if not sep:
             return f"missing bool value for {key}"
-        value = value.strip()
+        value = trim_space(value)
         if value not in BOOL_WORDS:
             return (
                 f"invalid value of {key}={value}, err: strconv.ParseBool:"

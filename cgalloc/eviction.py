@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from cgalloc.gostrconv import parse_go_float, to_float32
+from cgalloc.gostrconv import go_may_misread, parse_go_float, trim_space
 from cgalloc.quantity import BINARY_SI, Quantity, QuantityError
 from cgalloc.resources import EPHEMERAL_STORAGE, MEMORY, ResourceList
 
@@ -77,12 +78,16 @@ def quote(text: str) -> str:
     return json.dumps(text)
 
 
+def _to_float32(value: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
 def parse_percentage(text: str) -> float | str | None:
     """Eviction ``parsePercentage``: ``float32(ParseFloat(TrimRight(s, "%"), 32)) / 100`` in
     float32 (every trailing '%' goes). Go's float syntax, so ``1_0%`` is 10% and ``0x1p-3%``
     0.125%; "range" and None as :func:`cgalloc.gostrconv.parse_go_float` gives them."""
     value = parse_go_float(text.rstrip("%"), 32)
-    return value if not isinstance(value, float) else to_float32(value / to_float32(100.0))
+    return value if not isinstance(value, float) else _to_float32(value / _to_float32(100.0))
 
 
 def parse_threshold(signal: str, value: str) -> Threshold | None:
@@ -95,6 +100,12 @@ def parse_threshold(signal: str, value: str) -> Threshold | None:
     if value.endswith("%"):
         if value in ("0%", "100%"):
             return None
+        if go_may_misread(value.rstrip("%")):
+            raise ThresholdError(
+                f"eviction threshold {signal} has percentage {quote(value)} with more than 800"
+                " digits before its point, which the kubelet's ParseFloat can misread;"
+                " use a percentage between 0% and 100%"
+            )
         percentage = parse_percentage(value)
         if percentage is None:
             raise ThresholdError(
@@ -147,7 +158,7 @@ def split_pair(item: str) -> tuple[str, str]:
             f"malformed pair {quote(item)}, expect signal<value pairs separated by commas"
             " such as memory.available<100Mi"
         )
-    return signal.strip(), value.strip()
+    return trim_space(signal), trim_space(value)
 
 
 def reservation(thresholds: Mapping[str, Threshold], capacity: ResourceList) -> ResourceList:

@@ -6,13 +6,20 @@ from __future__ import annotations
 
 import math
 import re
-import struct
+from typing import NamedTuple
 
 _GO_BASES = {"0x": 16, "0o": 8, "0b": 2}
 
-# Plain decimal text: what cgalloc's own float options (--interval, --watch) take. Narrower than
-# strconv.ParseFloat (parse_go_float), which also takes hex floats and "_" between digits.
-DECIMAL = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+# What Go's strings.TrimSpace trims (unicode.IsSpace): Python's str.strip() also takes the
+# separators \x1c-\x1f, which Go keeps ("10%\x1c" stays no percentage to the kubelet).
+GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
+    map(chr, range(0x2000, 0x200B))
+)
+
+
+def trim_space(text: str) -> str:
+    """Go's ``strings.TrimSpace``, as the kubelet's map and pair flags trim keys and values."""
+    return text.strip(GO_SPACE)
 
 
 def parse_go_int(text: str, bits: int) -> int | str | None:
@@ -84,7 +91,7 @@ _FLOAT_FORMATS = {32: (24, -149, 128), 64: (53, -1074, 1024)}
 _DECIMAL_BOUNDS = {32: (-46, 40), 64: (-324, 310)}
 _BINARY_BOUNDS = {32: (-150, 129), 64: (-1075, 1025)}
 # Go's decimal slow path keeps 800 digits and a truncation flag: enough to round any halfway
-# case of float64 (2**-1075 has 752 significant digits); a sticky 1 stands for the flag.
+# case of float64 (those have up to 768 significant digits); a sticky 1 stands for the flag.
 _MAX_DIGITS = 800
 _SPECIAL_FLOATS = {"inf": math.inf, "infinity": math.inf}
 
@@ -94,8 +101,12 @@ def parse_go_float(text: str, bits: int) -> float | str | None:
     readFloat, underscoreOK): decimal or hex ("0x1p-3") floats, "_" between digits, "inf",
     "infinity" (any case, signed) and "nan" (unsigned), correctly rounded half to even to a
     float of ``bits`` (32 or 64). Returns the float, "range" when it rounds past the largest
-    finite one (Go's ErrRange), None for a syntax error; below the smallest denormal it is a
-    signed zero, as in Go."""
+    finite one (Go's ErrRange), None for a syntax error; at or below half the smallest denormal
+    it is a signed zero, as in Go.
+
+    One difference: with more than 800 digits before the point (:func:`go_may_misread`), Go's
+    fallback (decimal.set, taken when its fast paths give up) loses the point's place and can
+    give another value; this gives the exact one."""
     lowered = text.lower() if text.isascii() else ""  # Go folds ASCII letters only
     unsigned = lowered[1:] if lowered[:1] in ("+", "-") else lowered
     if unsigned in _SPECIAL_FLOATS:
@@ -105,20 +116,33 @@ def parse_go_float(text: str, bits: int) -> float | str | None:
     read = _read_float(text)
     if read is None:
         return None
-    neg, hexadecimal, digits, exponent = read
-    value = _round_float(hexadecimal, digits, exponent, bits)
-    return "range" if value is None else (-value if neg else value)
+    value = _round_float(read.hexadecimal, read.digits, read.exponent, bits)
+    return "range" if value is None else (-value if read.neg else value)
 
 
-def _read_float(s: str) -> tuple[bool, bool, str, int] | None:
-    """readFloat over all of ``s``: the sign, whether hex, the significant digits (no leading
-    zeros, at most _MAX_DIGITS + a sticky digit) and the exponent of the last one's unit (of 10,
-    or of 2 for hex); None when ``s`` is not wholly a float."""
+def go_may_misread(text: str) -> bool:
+    """Whether ``text`` is a decimal float with more than 800 digits before its point, which
+    Go's ParseFloat can read as another value (see :func:`parse_go_float`)."""
+    read = _read_float(text)
+    return read is not None and not read.hexadecimal and read.whole > _MAX_DIGITS
+
+
+class _Float(NamedTuple):
+    neg: bool
+    hexadecimal: bool
+    digits: str  # significant: no leading zeros, at most _MAX_DIGITS and a sticky digit
+    exponent: int  # of the last digit's unit: a power of 10, or of 2 in hex
+    whole: int  # digits before the point, leading zeros not counted
+
+
+def _read_float(s: str) -> _Float | None:
+    """readFloat over all of ``s``; None when ``s`` is not wholly a float."""
     start = i = 1 if s[:1] in ("+", "-") else 0
     n = len(s)
     neg = s[:1] == "-"
     hexadecimal = i + 2 < n and s[i] == "0" and s[i + 1] in "xX"
-    i += 2 * hexadecimal
+    if hexadecimal:
+        i += 2
     digit_chars = "0123456789abcdefABCDEF" if hexadecimal else "0123456789"
     underscores = saw_dot = saw_digits = False
     digits: list[str] = []
@@ -148,13 +172,14 @@ def _read_float(s: str) -> tuple[bool, bool, str, int] | None:
     if i < n and s[i] in ("pP" if hexadecimal else "eE"):
         i += 1
         sign = -1 if s[i : i + 1] == "-" else 1
-        i += s[i : i + 1] in ("+", "-")
+        if s[i : i + 1] in ("+", "-"):
+            i += 1
         if i >= n or not "0" <= s[i] <= "9":
             return None
         while i < n and ("0" <= s[i] <= "9" or s[i] == "_"):
             if s[i] == "_":
                 underscores = True
-            elif exponent < 10000:  # Go stops counting here: the value is 0 or Inf by then
+            elif exponent < 10000:  # Go's cap, kept for Go's answers (golang/go#42436)
                 exponent = exponent * 10 + int(s[i])
             i += 1
         exponent *= sign
@@ -168,7 +193,7 @@ def _read_float(s: str) -> tuple[bool, bool, str, int] | None:
         rest = digits[_MAX_DIGITS:]
         exponent += scale * (len(rest) - 1)
         digits = [*digits[:_MAX_DIGITS], "1" if rest.count("0") < len(rest) else "0"]
-    return neg, hexadecimal, "".join(digits), exponent
+    return _Float(neg, hexadecimal, "".join(digits), exponent, dot)
 
 
 def _round_float(hexadecimal: bool, digits: str, exponent: int, bits: int) -> float | None:
@@ -198,11 +223,6 @@ def _round_float(hexadecimal: bool, digits: str, exponent: int, bits: int) -> fl
     if significand.bit_length() + unit > max_exp:
         return None
     return math.ldexp(significand, unit)
-
-
-def to_float32(value: float) -> float:
-    """``value`` as Go's float32(value) holds it: rounded half to even to a float32."""
-    return struct.unpack("<f", struct.pack("<f", value))[0]
 
 
 # go-yaml v2 resolve.go (sigs.k8s.io/yaml's YAMLToJSON decodes with it): a plain scalar that

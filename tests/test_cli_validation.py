@@ -105,6 +105,12 @@ ENF = "enforceNodeAllocatable (--enforce-node-allocatable)"
         (["--qos-reserved", "cpu=10%"], 'qosReserved (--qos-reserved): cannot reserve "cpu"'),
         (["--cgroup-driver", "runc"], 'cgroupDriver (--cgroup-driver): "runc" is not a cgroup'),
         (["--cgroups-per-qos=yes"], 'cgroupsPerQOS (--cgroups-per-qos): "yes" is not a boolean'),
+        # pflag's boolValue.Set is strconv.ParseBool(s), untrimmed: " true" is an error
+        (["--cgroups-per-qos= true"],
+         'cgroupsPerQOS (--cgroups-per-qos): " true" is not a boolean'),
+        # MapStringString.Set trims with strings.TrimSpace, which keeps \x1c-\x1f (Python's
+        # strip() took them): "1\x1c" stays no quantity, as in the kubelet
+        (["--kube-reserved", "cpu=1\x1c"], "kubeReserved (--kube-reserved)"),
         (["--experimental-allocatable-ignore-eviction=maybe"],
          '--experimental-allocatable-ignore-eviction: "maybe" is not a boolean'),
         (["--pod-max-pids", "many"], 'podPidsLimit (--pod-max-pids): "many" is not an integer'),

@@ -102,6 +102,8 @@ def test_every_trailing_percent_sign_is_trimmed():
         # The kubelet takes NaN (it passes both range checks) and reserves an undefined amount;
         # cgalloc refuses it, as the README's table of differences says.
         ("memory.available", "NaN%", 'percentage "NaN%", which is not a number'),
+        # Go's ParseFloat can misplace the point past 800 digits before it (decimal.set)
+        ("memory.available", "1" + "0" * 800 + "e-800%", "with more than 800 digits before"),
         ("nodefs.available", "nan%", 'percentage "nan%", which is not a number'),
         ("memory.available", "0", "must be positive: 0"),
         ("memory.available", "-1Gi", "must be positive: -1Gi"),
@@ -116,6 +118,10 @@ def test_bad_thresholds(signal, value, fragment):
 
 def test_split_pair_trims_and_rejects_missing_angle():
     assert split_pair(" memory.available < 1Gi ") == ("memory.available", "1Gi")
+    # strings.TrimSpace (LangleSeparatedMapStringString.Set): unicode.IsSpace, which takes
+    # NBSP and U+3000 but not the separators \x1c-\x1f that Python's strip() would also take
+    assert split_pair("\xa0memory.available<1Gi\u3000") == ("memory.available", "1Gi")
+    assert split_pair("memory.available<10%\x1c") == ("memory.available", "10%\x1c")
     with pytest.raises(ThresholdError, match="malformed pair"):
         split_pair("memory.available=1Gi")
 

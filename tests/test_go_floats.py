@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cgalloc.gostrconv import parse_go_float
+from cgalloc.gostrconv import go_may_misread, parse_go_float
 
 SYNTAX, RANGE = "syntax", "range"  # parse_go_float gives None and "range"
 
@@ -246,6 +246,10 @@ ATOFTESTS = [
     ("0x1.00000000000009p0", "1.0000000000000002", None),
     ("1.00000000000000033306690738754696212708950042724609375", "1.0000000000000004", None),
     ("0x1.00000000000018p0", "1.0000000000000004", None),
+    # halfway between 1090544144181609278303144771584 and 1090544144181609419040633126912,
+    # rounds to even (issue 36657); slightly above, rounds up
+    ("1090544144181609348671888949248", "1.0905441441816093e+30", None),
+    ("1090544144181609348835077142190", "1.0905441441816094e+30", None),
     ("1_23.50_0_0e+1_2", "1.235e+14", None),
     ("-_123.5e+12", "0", SYNTAX),
     ("+_123.5e+12", "0", SYNTAX),
@@ -277,6 +281,8 @@ ATOFTESTS = [
     ("0x12.345p-_12", "0", SYNTAX),
     ("0x12.345p+1__2", "0", SYNTAX),
     ("0x12.345p+12_", "0", SYNTAX),
+    ("1e100x", "0", SYNTAX),
+    ("1e1000x", "0", SYNTAX),
     ("2." + "2" * 4000 + "e+1", "22.22222222222222", None),
     ("0x2." + "2" * 4000 + "p221", "7.18931911124017e+66", None),
     (
@@ -385,7 +391,8 @@ def test_atoftests(row):
 
 @pytest.mark.parametrize("row", ATOF32TESTS, ids=_id)
 def test_atof32tests(row):
-    _check(*row[:1], 32, *row[1:])
+    text, out, err = row
+    _check(text, 32, out, err)
 
 
 def test_round_trip_32():
@@ -443,3 +450,32 @@ def test_matches_glibc_strtof_and_strtod(text, bits):
 def test_specials_and_strays_are_syntax_errors(text):
     # special(): "nan" takes no sign; "inf" or "infinity", nothing between or after
     assert parse_go_float(text, 32) is None
+
+
+def test_below_half_the_smallest_float32_denormal_is_zero():
+    # 2**-149 (1.4e-45) is the smallest float32 denormal: 9e-46 is above its half, 7e-46 below
+    assert parse_go_float("9e-46", 32) == 2.0**-149
+    assert parse_go_float("7e-46", 32) == 0.0
+    assert (
+        parse_go_float("-7e-46", 32) == 0.0 and math.copysign(1, parse_go_float("-7e-46", 32)) < 0
+    )
+
+
+def test_exponent_digits_stop_counting_as_go_does():
+    # readFloat stops adding exponent digits once it passes 10000 (golang/go#42436): Go reads
+    # "0.<100000 zeros>9e100000" as 0, where the exact value is 0.9
+    assert parse_go_float("0." + "0" * 100000 + "9e100000", 64) == 0.0
+
+
+def test_more_than_800_digits_before_the_point_are_flagged():
+    # Go's decimal.set keeps 800 digits and sets the point from that count: when its fast
+    # paths give up, "1<800 zeros>e-800" reads as 0.1 in Go (1.0 exactly); cgalloc gives the
+    # exact value and lets callers refuse such text
+    long = "1" + "0" * 800 + "e-800"
+    assert parse_go_float(long, 64) == 1.0
+    assert go_may_misread(long)
+    assert go_may_misread("1" + "_0" * 801)
+    assert not go_may_misread("1" + "0" * 799 + ".5")  # 800 digits before the point: kept
+    assert not go_may_misread("0." + "0" * 900 + "1")  # zeros after the point
+    assert not go_may_misread("0x1" + "0" * 900 + "p0")  # hex floats take another path
+    assert not go_may_misread("1" + "0" * 900 + "x")  # no float at all

@@ -70,10 +70,11 @@ def _number_text(kind: type) -> re.Pattern[str]:
     float() also take "1_0", " 5 " and other scripts' digits."""
     if kind is int:
         return re.compile(r"[+-]?[0-9]+")
-    from cgalloc.gostrconv import DECIMAL  # not at import: --help loads no more than it needs
-
-    # inf and nan pass, for the option's own range check to name them in one sentence
-    return re.compile(rf"{DECIMAL}|[+-]?(?:inf|nan)", re.I)
+    # plain decimal, narrower than Go's ParseFloat (no hex, no "_"); inf and nan pass, for the
+    # option's own range check to name them in one sentence
+    return re.compile(
+        r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|nan)", re.I
+    )
 
 
 def _number(kind: type, what: str) -> Callable[[object], object]:
