@@ -208,7 +208,7 @@ FIELDS = (
         "cpuManagerPolicyOptions",
         "cpu-manager-policy-options",
         "map",
-        "name=value pairs such as strict-cpu-reservation=true",
+        "one name=value pair per flag, such as strict-cpu-reservation=true",
     ),
     Field(None, "experimental-allocatable-ignore-eviction", "bool", "true or false"),
     Field(None, "root-dir", "str", "an absolute directory path such as /var/lib/kubelet"),
@@ -278,12 +278,18 @@ def _dedup(problems: Sequence[str]) -> list[str]:
 # ---- flag layers -------------------------------------------------------------------------
 
 
+# Map flags the kubelet declares with cliflag.NewMapStringStringNoSplit (cmd/kubelet/app/options/
+# options.go): "a=true,b=true" is the one option "a" with the value "true,b=true".
+NO_SPLIT_MAPS = frozenset({"cpu-manager-policy-options"})
+
+
 def _split_map(f: Field, occurrences: Sequence[str], problems: list[str]) -> dict[str, str]:
     """``MapStringString.Set`` over every occurrence: "k=v,k2=v2", trimmed, later keys win."""
     out: dict[str, str] = {}
     for text in occurrences:
-        for item in text.split(","):
-            if not item:
+        # NoSplit maps take one pair per occurrence, commas and all, and no empty one
+        for item in [text] if f.flag in NO_SPLIT_MAPS else text.split(","):
+            if not item and f.flag not in NO_SPLIT_MAPS:
                 continue
             key, sep, value = item.partition("=")
             if not sep:
@@ -338,18 +344,19 @@ def _fold_flag(f: Field, occurrences: Sequence[str], problems: list[str]) -> obj
 
 
 def _parse_gates(text: str, into: dict[str, bool]) -> str | None:
-    """component-base ``featureGate.Set``: "A=true,B=false" into ``into``; the kubelet's error."""
+    """``cliflag.MapStringBool.Set`` (the kubelet's --feature-gates, component-base/cli/flag/
+    map_string_bool.go): "A=true,B=false" into ``into``; the kubelet's error."""
     for item in text.split(","):
         if not item:
             continue
         key, sep, value = item.partition("=")
         key = trim_space(key)
         if not sep:
-            return f"missing bool value for {key}"
+            return "malformed pair, expect string=bool"
         value = trim_space(value)
         if value not in BOOL_WORDS:
             return (
-                f"invalid value of {key}={value}, err: strconv.ParseBool:"
+                f"invalid value of {key}: {value}, err: strconv.ParseBool:"
                 f' parsing "{value}": invalid syntax'
             )
         into[key] = BOOL_WORDS[value]
@@ -1151,7 +1158,7 @@ GATES = "feature-gates"
 def _over(values: dict[str, object], layer: Mapping[str, object]) -> None:
     """``layer``'s values over ``values``. Feature gates merge key by key, the layer's winning:
     cmd/kubelet/app/server.go kubeletConfigFlagPrecedence adds back the config file's gates
-    that the flags do not set, and pflag's featureGate.Set adds each occurrence's."""
+    that the flags do not set, and MapStringBool.Set adds each occurrence's."""
     below, gates = values.get(GATES), layer.get(GATES)
     values.update(layer)
     if isinstance(below, dict) and isinstance(gates, dict):

@@ -103,7 +103,7 @@ def parse_threshold(signal: str, value: str) -> Threshold | None:
         if go_may_misread(value.rstrip("%")):
             raise ThresholdError(
                 f"eviction threshold {signal} has percentage {quote(value)} with more than 800"
-                " digits before its point, which the kubelet's ParseFloat can misread;"
+                " significant digits before its point, which the kubelet's ParseFloat can misread;"
                 " use a percentage between 0% and 100%"
             )
         percentage = parse_percentage(value)

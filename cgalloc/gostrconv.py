@@ -104,7 +104,7 @@ def parse_go_float(text: str, bits: int) -> float | str | None:
     finite one (Go's ErrRange), None for a syntax error; at or below half the smallest denormal
     it is a signed zero, as in Go.
 
-    One difference: with more than 800 digits before the point (:func:`go_may_misread`), Go's
+    One difference: past 800 significant digits before the point (:func:`go_may_misread`), Go's
     fallback (decimal.set, taken when its fast paths give up) loses the point's place and can
     give another value; this gives the exact one."""
     lowered = text.lower() if text.isascii() else ""  # Go folds ASCII letters only
@@ -121,8 +121,9 @@ def parse_go_float(text: str, bits: int) -> float | str | None:
 
 
 def go_may_misread(text: str) -> bool:
-    """Whether ``text`` is a decimal float with more than 800 digits before its point, which
-    Go's ParseFloat can read as another value (see :func:`parse_go_float`)."""
+    """Whether ``text`` is a decimal float with more than 800 significant digits (leading zeros
+    and "_" not counted) before its point, which Go's ParseFloat can read as another value
+    (see :func:`parse_go_float`)."""
     read = _read_float(text)
     return read is not None and not read.hexadecimal and read.whole > _MAX_DIGITS
 
@@ -258,6 +259,11 @@ def go_yaml_scalar(text: str) -> object:
     if isinstance(number, int):
         return number
     if _YAML_STYLE_FLOAT.fullmatch(plain):
+        if go_may_misread(plain):  # the loader turns it into "holds a value out of range"
+            raise ValueError(
+                "a number with more than 800 significant digits before its point, which the"
+                " kubelet's YAML decoder can misread"
+            )
         value = parse_go_float(plain, 64)
         if isinstance(value, float):  # not ErrRange
             return value

@@ -123,3 +123,24 @@ def test_a_cgroup_setup_refuses_is_warned_as_show_warns(capsys, args, warning):
         assert code == 0 and out, err
         warnings = [line for line in err.splitlines() if "setup refuses" in line]
         assert len(warnings) == 1 and warnings[0].startswith(f"cgalloc: warning: {warning}"), err
+
+
+def test_cpu_manager_policy_options_are_printed_one_flag_each(capsys):
+    # The kubelet's flag is cliflag.NewMapStringStringNoSplit (cmd/kubelet/app/options/options.go):
+    # "--cpu-manager-policy-options=a=true,b=true" is option a = "true,b=true", which it refuses.
+    static = ["--cpu-manager-policy=static", "--reserved-cpus=0"]
+    code, out, err = run_cli(
+        capsys, "kubelet-config", *KUBE, *static,
+        "--cpu-manager-policy-options", "full-pcpus-only=true",
+        "--cpu-manager-policy-options", "strict-cpu-reservation=true",
+    )  # fmt: skip
+    assert code == 0, err
+    prefix = "#   --cpu-manager-policy-options="
+    flags = [line[len("#   ") :] for line in out.splitlines() if line.startswith(prefix)]
+    assert flags == [
+        "--cpu-manager-policy-options=full-pcpus-only=true",
+        "--cpu-manager-policy-options=strict-cpu-reservation=true",
+    ]
+    # the printed flags read back (a single comma-joined flag is now refused, as the kubelet does)
+    code, _, err = run_cli(capsys, "show", "--capacity", "cpu=4,memory=8Gi", *static, *flags)
+    assert code == 0, err

@@ -239,7 +239,7 @@ def test_pod_inputs_defaults_and_flags(tmp_path):
             "pod-manifest-path": ["/etc/kubernetes/manifests"],
         }
     )
-    # featureGate.Set merges occurrences, later values win; values trimmed; strconv.ParseBool
+    # MapStringBool.Set merges occurrences, later values win; values trimmed; strconv.ParseBool
     assert cfg.feature_gates == {"MemoryQoS": False, "QOSReserved": True}
     assert (cfg.cpu_cfs_quota, cfg.static_pod_path) == (False, "/etc/kubernetes/manifests")
 
@@ -294,11 +294,19 @@ def test_flag_gates_merge_over_the_config_files_gates(tmp_path):
 @pytest.mark.parametrize(
     ("flags", "problem"),
     [
-        # component-base featuregate.Set / SetFromMap error texts
-        ({"feature-gates": ["MemoryQoS"]}, "missing bool value for MemoryQoS"),
+        # component-base cli/flag MapStringBool.Set (the --feature-gates flag) and
+        # featuregate.SetFromMap error texts
+        ({"feature-gates": ["MemoryQoS"]}, "malformed pair, expect string=bool"),
         (
             {"feature-gates": ["MemoryQoS=yes"]},
-            'invalid value of MemoryQoS=yes, err: strconv.ParseBool: parsing "yes": invalid syntax',
+            'invalid value of MemoryQoS: yes, err: strconv.ParseBool: parsing "yes":'
+            " invalid syntax",
+        ),
+        # TrimSpace keeps \x1c: "true\x1c" is no bool
+        (
+            {"feature-gates": ["MemoryQoS=true\x1c"]},
+            'invalid value of MemoryQoS: true\x1c, err: strconv.ParseBool: parsing "true\x1c":'
+            " invalid syntax",
         ),
         ({"feature-gates": ["MemoryQos=true"]}, "unrecognized feature gate: MemoryQos"),
         ({"feature-gates": ["not-a-gate=true"]}, "unrecognized feature gate: not-a-gate"),
@@ -591,6 +599,41 @@ def test_cpu_manager_policy_validation():
         }
     )
     assert cfg.strict_cpu_reservation
+
+
+def test_cpu_manager_policy_options_take_one_pair_per_flag():
+    # cmd/kubelet/app/options/options.go declares the flag with cliflag.NewMapStringStringNoSplit:
+    # MapStringString.Set with NoSplit splits each occurrence once on "=", never on ",", so
+    # "a=true,b=true" is option a with the value "true,b=true", which ParseBool refuses and the
+    # kubelet does not start; cgalloc applied strict-cpu-reservation from it.
+    static = {"cpu-manager-policy": ["static"], "reserved-cpus": ["0"]}
+    with pytest.raises(
+        InputError,
+        match=r'bad value for option "full-pcpus-only": strconv.ParseBool: parsing'
+        r' "true,strict-cpu-reservation=true"',
+    ):
+        load(
+            {
+                **static,
+                "cpu-manager-policy-options": ["full-pcpus-only=true,strict-cpu-reservation=true"],
+            }
+        )
+    # an empty occurrence is "malformed pair" with NoSplit (Split mode skips empty items)
+    with pytest.raises(InputError, match=r'malformed pair ""'):
+        load({**static, "cpu-manager-policy-options": [""]})
+    cfg = load(
+        {
+            **static,
+            "cpu-manager-policy-options": [
+                "full-pcpus-only=true",
+                " strict-cpu-reservation = true",
+            ],
+        }
+    )
+    assert cfg.cpu_manager_policy_options == {
+        "full-pcpus-only": "true",
+        "strict-cpu-reservation": "true",
+    }
 
 
 def test_kubelet_version():

@@ -103,7 +103,11 @@ def test_every_trailing_percent_sign_is_trimmed():
         # cgalloc refuses it, as the README's table of differences says.
         ("memory.available", "NaN%", 'percentage "NaN%", which is not a number'),
         # Go's ParseFloat can misplace the point past 800 digits before it (decimal.set)
-        ("memory.available", "1" + "0" * 800 + "e-800%", "with more than 800 digits before"),
+        (
+            "memory.available",
+            "1" + "0" * 800 + "e-800%",
+            "with more than 800 significant digits before",
+        ),
         ("nodefs.available", "nan%", 'percentage "nan%", which is not a number'),
         ("memory.available", "0", "must be positive: 0"),
         ("memory.available", "-1Gi", "must be positive: -1Gi"),

@@ -477,5 +477,7 @@ def test_more_than_800_digits_before_the_point_are_flagged():
     assert go_may_misread("1" + "_0" * 801)
     assert not go_may_misread("1" + "0" * 799 + ".5")  # 800 digits before the point: kept
     assert not go_may_misread("0." + "0" * 900 + "1")  # zeros after the point
+    assert not go_may_misread("0" * 900 + "5")  # leading zeros are not significant
+    assert not go_may_misread("1" + "_0" * 400 + ".5")  # 401 digits in 801 characters
     assert not go_may_misread("0x1" + "0" * 900 + "p0")  # hex floats take another path
     assert not go_may_misread("1" + "0" * 900 + "x")  # no float at all

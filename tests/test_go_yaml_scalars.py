@@ -66,6 +66,14 @@ def test_go_yaml_scalar_is_go_yaml_v2_resolve(text, want):
     assert type(go_yaml_scalar(text)) is type(want)
 
 
+def test_a_float_go_may_misread_is_refused():
+    # ParseFloat's fallback (decimal.set) keeps 800 digits and places the point by that count:
+    # "5<800 zeros>e-800" can read as 0.5 (maxPods then fails to decode), exactly it is 5.0
+    with pytest.raises(ValueError, match="more than 800 significant digits"):
+        go_yaml_scalar("5" + "0" * 800 + "e-800")
+    assert go_yaml_scalar("0" * 900 + "5.5") == 5.5  # leading zeros are not significant
+
+
 @pytest.mark.parametrize(
     ("doc", "want"),
     [

@@ -157,9 +157,10 @@ def fragment(cfg: NodeConfig) -> tuple[dict, list[str], list[str]]:
         flags.append(f"--cpu-manager-policy={cfg.cpu_manager_policy}")
     if cfg.cpu_manager_policy_options:
         doc["cpuManagerPolicyOptions"] = dict(sorted(cfg.cpu_manager_policy_options.items()))
-        flags.append(
-            "--cpu-manager-policy-options="
-            + ",".join(f"{k}={v}" for k, v in doc["cpuManagerPolicyOptions"].items())
+        # one flag per option: the kubelet's NoSplit map takes "a=x,b=y" as option a = "x,b=y"
+        flags.extend(
+            f"--cpu-manager-policy-options={k}={v}"
+            for k, v in doc["cpuManagerPolicyOptions"].items()
         )
     if cfg.ignore_eviction:
         flags.append("--experimental-allocatable-ignore-eviction=true")
