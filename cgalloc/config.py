@@ -286,11 +286,10 @@ NO_SPLIT_MAPS = frozenset({"cpu-manager-policy-options"})
 def _split_map(f: Field, occurrences: Sequence[str], problems: list[str]) -> dict[str, str]:
     """``MapStringString.Set`` over every occurrence: "k=v,k2=v2", trimmed, later keys win."""
     out: dict[str, str] = {}
+    no_split = f.flag in NO_SPLIT_MAPS
     for text in occurrences:
         # NoSplit maps take one pair per occurrence, commas and all, and no empty one
-        for item in [text] if f.flag in NO_SPLIT_MAPS else text.split(","):
-            if not item and f.flag not in NO_SPLIT_MAPS:
-                continue
+        for item in [text] if no_split else [i for i in text.split(",") if i]:
             key, sep, value = item.partition("=")
             if not sep:
                 problems.append(f"{f.label}: malformed pair {quote(item)}; expected {f.form}.")

@@ -4,9 +4,9 @@ Specs follow ``pkg/features/kube_features.go`` (``defaultVersionedKubernetesFeat
 gate's default at a kubelet minor is the last spec whose version is at or below that minor.
 The flag is parsed as ``cliflag.MapStringBool.Set`` parses it; names and values are refused as
 component-base ``featuregate.SetFromMap`` refuses them, with the ``AllAlpha`` and ``AllBeta``
-meta-gates. Gates cgalloc does not model (the kubelet has hundreds)
-are accepted and ignored when they are well-formed names; a near miss of a modelled gate
-(``MemoryQos``) is refused as the kubelet would refuse it.
+meta-gates. Gates cgalloc does not model (the kubelet has hundreds) are accepted and ignored
+when they are well-formed names; a near miss of a modelled gate (``MemoryQos``) is refused as
+the kubelet would refuse it.
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ _BINARY_BOUNDS = {32: (-150, 129), 64: (-1075, 1025)}
 # Go's decimal slow path keeps 800 digits and a truncation flag: enough to round any halfway
 # case of float64 (those have up to 768 significant digits); a sticky 1 stands for the flag.
 _MAX_DIGITS = 800
-_SPECIAL_FLOATS = {"inf": math.inf, "infinity": math.inf}
+_INFINITIES = ("inf", "infinity")
 
 
 def parse_go_float(text: str, bits: int) -> float | str | None:
@@ -109,7 +109,7 @@ def parse_go_float(text: str, bits: int) -> float | str | None:
     give another value; this gives the exact one."""
     lowered = text.lower() if text.isascii() else ""  # Go folds ASCII letters only
     unsigned = lowered[1:] if lowered[:1] in ("+", "-") else lowered
-    if unsigned in _SPECIAL_FLOATS:
+    if unsigned in _INFINITIES:
         return -math.inf if lowered[:1] == "-" else math.inf
     if lowered == "nan":
         return math.nan
