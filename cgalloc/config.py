@@ -22,7 +22,7 @@ from itertools import islice
 from types import MappingProxyType
 from typing import NamedTuple
 
-from cgalloc import features
+from cgalloc import features, gocsv
 from cgalloc.capacity import CPUSET_FORM, MAX_CPU_ID, node_cpus, parse_cpu_list
 from cgalloc.capacity import online_cpus as host_online_cpus
 from cgalloc.errors import InputError
@@ -320,10 +320,7 @@ def _fold_flag(f: Field, occurrences: Sequence[str], problems: list[str]) -> obj
                 problems.append(f"{f.label}: {problem}; expected {f.form}.")
         return gates
     if f.kind == "list":
-        # pflag's StringSlice reads each occurrence as one CSV record: items keep their spaces
-        # and an empty item stays, so "pods, kube-reserved" and "pods," are refused later as the
-        # kubelet refuses them; an empty occurrence is an empty list.
-        return [i for text in occurrences if text for i in text.split(",")]
+        return [i for text in occurrences if text for i in _csv_items(f, text, problems)]
     last = occurrences[-1]
     if f.kind == "bool":
         try:
@@ -340,6 +337,32 @@ def _fold_flag(f: Field, occurrences: Sequence[str], problems: list[str]) -> obj
         problems.append(f"{f.label}: {quote(last)} {problem}; use {f.form}.")
         return None
     return last
+
+
+def _csv_items(f: Field, text: str, problems: list[str]) -> list[str]:
+    """pflag's StringSlice ``readAsCSV``: one occurrence as one CSV record, so items keep their
+    spaces, an empty item stays ("pods, kube-reserved" and "pods," are refused later as the
+    kubelet refuses them) and a quoted item may hold a comma."""
+    reader = gocsv.Reader(text)
+    try:
+        items = reader.read()
+    except gocsv.CsvError as err:
+        problems.append(f"{f.label}: invalid argument {quote(text)}: {err}; expected {f.form}.")
+        return []
+    if items is None:
+        problems.append(f"{f.label}: {quote(text)} holds only line breaks; expected {f.form}.")
+        return []
+    try:
+        more = reader.read() is not None
+    except gocsv.CsvError:
+        more = True
+    if more:  # the kubelet drops every record after the first: what they name goes unenforced
+        problems.append(
+            f"{f.label}: {quote(text)} holds more than one CSV record (a line break outside"
+            " quotes) and the kubelet reads only the first; give the list on one line."
+        )
+        return []
+    return items
 
 
 def _parse_gates(text: str, into: dict[str, bool]) -> str | None:

@@ -118,6 +118,20 @@ ENF = "enforceNodeAllocatable (--enforce-node-allocatable)"
         # (pkg/kubelet/apis/config/validation/validation.go) then refuses them as options
         (["--enforce", "pods, kube-reserved"], f'option " kube-reserved" specified for {ENF}'),
         (["--enforce", "pods,"], f'option "" specified for {ENF}'),
+        # pflag's readAsCSV is encoding/csv's Read: a quote inside an item, or one left open,
+        # is its ParseError (go/src/encoding/csv/reader.go readRecord), as the kubelet prints it
+        (["--enforce", 'po"ds'],
+         f'{ENF}: invalid argument "po\\"ds": parse error on line 1, column 3: bare " in'
+         " non-quoted-field"),
+        (["--enforce", '"pods'],
+         f'{ENF}: invalid argument "\\"pods": parse error on line 1, column 6: extraneous or'
+         ' missing " in quoted-field'),
+        # a quoted item keeps its comma, and the kubelet refuses the option it makes
+        (["--enforce", '"pods,kube-reserved"'], f'option "pods,kube-reserved" specified for {ENF}'),
+        # Read gives the first record only: the kubelet would drop kube-reserved unseen
+        (["--enforce", "pods\nkube-reserved"],
+         f'{ENF}: "pods\\nkube-reserved" holds more than one CSV record'),
+        (["--enforce", "\r\n\n"], f'{ENF}: "\\r\\n\\n" holds only line breaks'),
         (["--capacity", "gpus=2"], '--capacity: unknown "gpus" resource'),
         (["--capacity", "memory=lots"], '--capacity: failed to parse quantity "lots"'),
         # a size no kernel has names a hugetlb file no cgroup has: setup planned a write to a

@@ -75,6 +75,27 @@ def test_flags_parse_like_the_kubelet():
     assert cfg.ignore_eviction is True
 
 
+@pytest.mark.parametrize(
+    ("occurrences", "enforced"),
+    [
+        # pflag's StringSlice reads each occurrence with encoding/csv (spf13/pflag
+        # string_slice.go readAsCSV): a quoted item is the item, "" in it one quote
+        (['"pods",kube-reserved'], ("pods", "kube-reserved")),
+        (['pods,"kube-reserved"'], ("pods", "kube-reserved")),
+        # one trailing line break (a YAML block scalar's, a file's) ends the record; a \r before
+        # the end of the input is dropped (go/src/encoding/csv/reader.go readLine)
+        (["pods,kube-reserved\n"], ("pods", "kube-reserved")),
+        (["pods,kube-reserved\r\n\n"], ("pods", "kube-reserved")),
+        (["pods,kube-reserved\r"], ("pods", "kube-reserved")),
+        # StringSlice.Set appends every later occurrence; an empty one adds nothing
+        (["", "pods", "", "kube-reserved"], ("pods", "kube-reserved")),
+    ],
+)
+def test_enforcement_list_is_read_as_pflag_reads_it(occurrences, enforced):
+    cfg = load({"enforce-node-allocatable": occurrences, "kube-reserved-cgroup": ["/kube.slice"]})
+    assert cfg.enforce_node_allocatable == enforced
+
+
 def test_empty_enforcement_list_and_none_enforce_nothing():
     assert load({"enforce-node-allocatable": [""]}).enforce_node_allocatable == ()
     cfg = load({"enforce-node-allocatable": ["none"], "cgroups-per-qos": ["false"]})
