@@ -238,7 +238,7 @@ DEFAULTS: dict[str, object] = {
     "system-reserved-cgroup": "",
     "cgroups-per-qos": True,
     "cgroup-driver": "cgroupfs",
-    "cgroup-root": "/",
+    "cgroup-root": "",  # no default in the config types: run() makes "" "/" after validation
     "reserved-cpus": "",
     "qos-reserved": {},
     "pod-max-pids": -1,
@@ -662,6 +662,17 @@ def _within_total(paths: list[str], directory: str, problems: list[str]) -> list
     return []
 
 
+# Fields SetDefaults_KubeletConfiguration (pkg/kubelet/apis/config/v1beta1/defaults.go) sets
+# when they hold their Go zero value, not only when absent: decoding a file (and the merged
+# drop-ins) defaults them, so "maxPods: 0" is 110 there, while the flag --max-pods=0 stays 0.
+ZERO_DEFAULTED = {"cgroupDriver": "", "cpuManagerPolicy": "", "maxPods": 0}
+
+
+def _defaulted_zero(name: str, value: object) -> bool:
+    zero = ZERO_DEFAULTED.get(name)
+    return zero is not None and type(value) is type(zero) and value == zero
+
+
 def config_file_layer(
     config: str | None, config_dir: str | None, problems: list[str]
 ) -> dict[str, object]:
@@ -702,7 +713,7 @@ def config_file_layer(
     out: dict[str, object] = {}
     for name, f in BY_CONFIG.items():
         value = merged.get(name)
-        if value is None:
+        if value is None or _defaulted_zero(name, value):
             continue
         # A null item decodes as its Go type's zero value (such a null is the main file's: the
         # merge patch removed every drop-in's): "" in a map[string]string or a []string, which
@@ -812,9 +823,19 @@ def _thresholds(values: Mapping[str, str], problems: list[str]) -> dict[str, Thr
 def _enforcement(values: Mapping[str, object], problems: list[str]) -> tuple[str, ...]:
     """``ValidateKubeletConfiguration``'s enforceNodeAllocatable rules, plus the cgroup rules."""
     enforce = list(values["enforce-node-allocatable"])  # type: ignore[call-overload]
-    seen: list[str] = []
+    seen: list[str] = []  # the valid options, once each
+    listed: set[str] = set()
     valid = ", ".join(f'"{o}"' for o in ENFORCE_OPTIONS[:-1]) + ' or "none"'
     for option in enforce:
+        # a repeat is reported before anything else and checked no further, as upstream's loop
+        # does, so "none,none" and "bogus,bogus" are named duplicates too
+        if option in listed:
+            problems.append(
+                f"invalid configuration: duplicated enforcements {quote(option)} in"
+                f" {ENFORCE_LABEL}; list each option once."
+            )
+            continue
+        listed.add(option)
         if option == "none":
             if len(enforce) > 1:
                 problems.append(
@@ -833,13 +854,7 @@ def _enforcement(values: Mapping[str, object], problems: list[str]) -> tuple[str
                 "invalid configuration: cgroupsPerQOS (--cgroups-per-qos) must be set to true"
                 f' when "{option}" contained in {ENFORCE_LABEL}; set it to true or enforce "none".'
             )
-        if option in seen:
-            problems.append(
-                f'invalid configuration: duplicated enforcements "{option}" in {ENFORCE_LABEL};'
-                " list each option once."
-            )
-        else:
-            seen.append(option)
+        seen.append(option)
     for kind in ("system", "kube"):
         full, compressible = f"{kind}-reserved", f"{kind}-reserved-compressible"
         if full in seen and compressible in seen:
@@ -947,15 +962,17 @@ def _strings(values: Mapping[str, object], problems: list[str]) -> None:
         if text and not text.startswith("/"):
             problems.append(f"{f.label}: {quote(text)} is not absolute; use {f.form}.")
     system = BY_FLAG["system-cgroups"]
-    if values["system-cgroups"] == "/":
+    if values["system-cgroups"] and not values["cgroup-root"]:
+        # ValidateKubeletConfiguration, before server.go's run() defaults cgroupRoot to "/":
+        # the kubelet stops here, so setupNode's check below is never reached
+        problems.append(
+            f"invalid configuration: {system.label} was specified and"
+            f" {BY_FLAG['cgroup-root'].label} was not specified; set it, such as to /."
+        )
+    elif values["system-cgroups"] == "/":
         # pkg/kubelet/cm setupNode: "system container cannot be root ("/")"
         problems.append(
             f"{system.label}: the system container cannot be the root; use {system.form}."
-        )
-    elif values["system-cgroups"] and not values["cgroup-root"]:
-        # ValidateKubeletConfiguration
-        problems.append(
-            f"{system.label} was specified and {BY_FLAG['cgroup-root'].label} was not specified."
         )
     # ValidateKubeletConfiguration (pkg/kubelet/apis/config/validation/validation.go)
     for flag in ("max-pods", "pods-per-core"):
@@ -1071,12 +1088,13 @@ def _cfs_period(
     except ValueError:
         problems.append(f"{f.label}: time: invalid duration {quote(text)}; use {f.form}.")
         return DEFAULT_CFS_PERIOD_US
-    custom = gates.get("CPUCFSQuotaPeriod", gates.get("AllAlpha", False))
+    custom = gates.get("CustomCPUCFSQuotaPeriod", gates.get("AllAlpha", False))
     shown = "{" + go_duration(nanos) + "}"  # %v of a metav1.Duration
     if not custom and nanos != DEFAULT_CFS_PERIOD_US * 1000:
         problems.append(
             f"invalid configuration: {f.label} {shown} requires feature gate"
-            " CustomCPUCFSQuotaPeriod; enable CPUCFSQuotaPeriod in featureGates or use 100ms."
+            " CustomCPUCFSQuotaPeriod; enable CustomCPUCFSQuotaPeriod in featureGates or use"
+            " 100ms."
         )
     elif custom and not 10**6 <= nanos <= 10**9:
         problems.append(

@@ -37,9 +37,12 @@ GATES: dict[str, tuple[Spec, ...]] = {
     "MemoryQoS": (Spec((1, 22), False, ALPHA),),
     # pod-level spec.resources decide the QoS class and the pod cgroup
     "PodLevelResources": (Spec((1, 32), False, ALPHA), Spec((1, 34), True, BETA)),
-    # cpuCFSQuotaPeriod other than 100ms, and MilliCPUToQuota's period
-    "CPUCFSQuotaPeriod": (Spec((1, 12), False, ALPHA),),
+    # cpuCFSQuotaPeriod other than 100ms, and MilliCPUToQuota's period (Go's constant is
+    # features.CPUCFSQuotaPeriod; the gate users write is its string)
+    "CustomCPUCFSQuotaPeriod": (Spec((1, 12), False, ALPHA),),
 }
+# Go identifiers of modelled gates whose string differs: the kubelet knows no such gate.
+GO_NAMES = {"CPUCFSQuotaPeriod": "CustomCPUCFSQuotaPeriod"}
 META = ("AllAlpha", "AllBeta")
 _NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
 FORM = "gate=true|false pairs separated by commas, such as MemoryQoS=true,QOSReserved=true"
@@ -69,6 +72,10 @@ def check_gates(gates: Mapping[str, bool], version: str) -> list[str]:
                 )
         elif name in META:
             continue
+        elif name in GO_NAMES:
+            problems.append(
+                f"unrecognized feature gate: {name} (the gate is named {GO_NAMES[name]})"
+            )
         elif not _NAME.fullmatch(name) or name.lower() in lowered:
             problems.append(f"unrecognized feature gate: {name}")
     return problems

@@ -30,8 +30,14 @@ class Reader:
     """Records of ``text`` one ``read()`` at a time, as ``csv.Reader.Read`` gives them."""
 
     def __init__(self, text: str) -> None:
-        # surrogateescape: a command-line argument's undecodable bytes come back as themselves
-        self._data = text.encode("utf-8", "surrogateescape")
+        # surrogateescape: a command-line argument's undecodable bytes come back as themselves;
+        # another lone surrogate (a YAML "\ud800" escape) has no byte of its own: kept whole
+        self._errors = "surrogateescape"
+        try:
+            self._data = text.encode("utf-8", self._errors)
+        except UnicodeEncodeError:
+            self._errors = "surrogatepass"
+            self._data = text.encode("utf-8", self._errors)
         self._at = 0
         self._lines = 0  # Go's numLine: every readLine call counts, even one at the end
 
@@ -99,6 +105,5 @@ class Reader:
             fields.append(bytes(buf))
         return self._decode(fields)
 
-    @staticmethod
-    def _decode(fields: list[bytes]) -> list[str]:
-        return [f.decode("utf-8", "surrogateescape") for f in fields]
+    def _decode(self, fields: list[bytes]) -> list[str]:
+        return [f.decode("utf-8", self._errors) for f in fields]

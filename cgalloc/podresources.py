@@ -264,7 +264,7 @@ def resource_config(
     """``ResourceConfigForPod`` plus the pod container manager's ``PidsLimit`` (when > 0).
 
     ``pod`` must already carry the API defaults (:func:`with_defaults`). ``custom_period`` is the
-    CPUCFSQuotaPeriod gate: without it the quota is computed over 100ms whatever the period.
+    CustomCPUCFSQuotaPeriod gate: without it the quota is computed over 100ms whatever the period.
     """
     reqs = pod_requests(pod, pod_level=pod_level_resources)
     declared = [True, True]

@@ -350,7 +350,7 @@ def pod_cgroups(pods: Sequence[Pod], cfg: NodeConfig, cgroup_v2: bool) -> list[P
     """Each pod's cgroup values under ``cfg``'s feature gates and CFS settings."""
     pod_level = features.enabled(cfg, "PodLevelResources")
     memory_qos = features.enabled(cfg, "MemoryQoS") and cgroup_v2
-    custom_period = features.enabled(cfg, "CPUCFSQuotaPeriod")
+    custom_period = features.enabled(cfg, "CustomCPUCFSQuotaPeriod")
     return [
         resource_config(
             pod_defaults(pod, pod_level),

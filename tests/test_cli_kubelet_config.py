@@ -65,7 +65,7 @@ def test_values_from_a_kubelet_config_are_read_and_kept(tmp_path, capsys):
     config.write_text(
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
         "kubeletCgroups: /kubelet\nruntimeCgroups: /runtime.slice/containerd.service\n"
-        "systemCgroups: /system.slice\n"
+        "systemCgroups: /system.slice\ncgroupRoot: /\n"
     )
     cfg = load_node_config({}, config=str(config))
     assert (cfg.kubelet_cgroups, cfg.runtime_cgroups, cfg.system_cgroups) == (
@@ -86,12 +86,23 @@ def test_values_from_a_kubelet_config_are_read_and_kept(tmp_path, capsys):
     ("yaml_text", "message"),
     [
         # pkg/kubelet/cm setupNode: "system container cannot be root"
-        ("systemCgroups: /\n", "systemCgroups (--system-cgroups): the system container cannot"),
-        # ValidateKubeletConfiguration: systemCgroups without cgroupRoot
+        (
+            "systemCgroups: /\ncgroupRoot: /\n",
+            "systemCgroups (--system-cgroups): the system container cannot",
+        ),
+        # ValidateKubeletConfiguration: systemCgroups without cgroupRoot; the config types
+        # give cgroupRoot no default (server.go's run() makes it "/" after validation), so
+        # leaving it out is refused too (cgalloc had defaulted it to "/" and accepted the file)
         (
             "systemCgroups: /system.slice\ncgroupRoot: ''\n",
             "systemCgroups (--system-cgroups) was specified and cgroupRoot (--cgroup-root) was",
         ),
+        (
+            "systemCgroups: /system.slice\n",
+            "systemCgroups (--system-cgroups) was specified and cgroupRoot (--cgroup-root) was",
+        ),
+        # the kubelet stops at validation before setupNode's root check
+        ("systemCgroups: /\ncgroupRoot: ''\n", "cgroupRoot (--cgroup-root) was not specified"),
         ("kubeletCgroups: kubelet\n", 'kubeletCgroups (--kubelet-cgroups): "kubelet" is not abs'),
     ],
 )

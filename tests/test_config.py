@@ -269,7 +269,7 @@ def test_pod_inputs_from_config_file_and_dropins(tmp_path):
     main = kubelet_config(
         tmp_path / "k.yaml",
         """\
-        featureGates: {MemoryQoS: true, CPUCFSQuotaPeriod: true}
+        featureGates: {MemoryQoS: true, CustomCPUCFSQuotaPeriod: true}
         cpuCFSQuota: false
         cpuCFSQuotaPeriod: 50ms
         staticPodPath: /etc/kubernetes/manifests
@@ -280,7 +280,9 @@ def test_pod_inputs_from_config_file_and_dropins(tmp_path):
     kubelet_config(d / "10.conf", "featureGates: {QOSReserved: true}\n")
     cfg = load(config=main, config_dir=str(d))
     # drop-ins merge maps key by key
-    assert cfg.feature_gates == {"MemoryQoS": True, "CPUCFSQuotaPeriod": True, "QOSReserved": True}
+    assert cfg.feature_gates == {
+        "MemoryQoS": True, "CustomCPUCFSQuotaPeriod": True, "QOSReserved": True
+    }  # fmt: skip
     assert (cfg.cpu_cfs_quota, cfg.cpu_cfs_quota_period) == (False, 50000)
     assert cfg.static_pod_path == "/etc/kubernetes/manifests"
 
@@ -295,18 +297,18 @@ def test_qos_reserved_trims_every_percent_sign_and_keeps_zero():
 def test_flag_gates_merge_over_the_config_files_gates(tmp_path):
     # cmd/kubelet/app/server.go kubeletConfigFlagPrecedence: "Add back feature gates that were
     # set in the original kc, but not in flags". --feature-gates replaced the file's whole map,
-    # so a flag for another gate turned the file's QOSReserved and CPUCFSQuotaPeriod off (and
+    # so a flag for another gate turned the file's QOSReserved and CustomCPUCFSQuotaPeriod off (and
     # then refused its cpuCFSQuotaPeriod); found by the kubelet-compat review.
     main = kubelet_config(
         tmp_path / "k.yaml",
         """\
-        featureGates: {QOSReserved: true, CPUCFSQuotaPeriod: true, MemoryQoS: true}
+        featureGates: {QOSReserved: true, CustomCPUCFSQuotaPeriod: true, MemoryQoS: true}
         cpuCFSQuotaPeriod: 50ms
         """,
     )
     cfg = load({"feature-gates": ["PodLevelResources=true,MemoryQoS=false"]}, config=main)
     assert cfg.feature_gates == {
-        "QOSReserved": True, "CPUCFSQuotaPeriod": True, "MemoryQoS": False,
+        "QOSReserved": True, "CustomCPUCFSQuotaPeriod": True, "MemoryQoS": False,
         "PodLevelResources": True,
     }  # fmt: skip
     assert cfg.cpu_cfs_quota_period == 50000
@@ -367,15 +369,16 @@ def test_unmodelled_gates_are_accepted_and_all_alpha_turns_alpha_gates_on():
 @pytest.mark.parametrize(
     ("flags", "problem"),
     [
-        # pkg/kubelet/apis/config/validation/validation_test.go: CPUCFSQuotaPeriod cases
+        # pkg/kubelet/apis/config/validation/validation_test.go: CPUCFSQuotaPeriod cases; the
+        # gate is the string of Go's features.CPUCFSQuotaPeriod, "CustomCPUCFSQuotaPeriod"
         (
             {"cpu-cfs-quota-period": ["200ms"]},
             "invalid configuration: cpuCFSQuotaPeriod (--cpu-cfs-quota-period) {200ms} requires"
-            " feature gate CustomCPUCFSQuotaPeriod; enable CPUCFSQuotaPeriod in featureGates or"
-            " use 100ms.",
+            " feature gate CustomCPUCFSQuotaPeriod; enable CustomCPUCFSQuotaPeriod in"
+            " featureGates or use 100ms.",
         ),
         (
-            {"cpu-cfs-quota-period": ["2s"], "feature-gates": ["CPUCFSQuotaPeriod=true"]},
+            {"cpu-cfs-quota-period": ["2s"], "feature-gates": ["CustomCPUCFSQuotaPeriod=true"]},
             "invalid configuration: cpuCFSQuotaPeriod (--cpu-cfs-quota-period) {2s} must be"
             " between 1ms and 1sec, inclusive.",
         ),
@@ -383,6 +386,14 @@ def test_unmodelled_gates_are_accepted_and_all_alpha_turns_alpha_gates_on():
             {"cpu-cfs-quota-period": ["100"]},
             'cpuCFSQuotaPeriod (--cpu-cfs-quota-period): time: invalid duration "100"; use a'
             " duration such as 100ms, from 1ms to 1s.",
+        ),
+        # the Go constant's name is no gate: kube_features.go declares
+        # CPUCFSQuotaPeriod featuregate.Feature = "CustomCPUCFSQuotaPeriod"
+        (
+            {"cpu-cfs-quota-period": ["100ms"], "feature-gates": ["CPUCFSQuotaPeriod=true"]},
+            "featureGates (--feature-gates): unrecognized feature gate: CPUCFSQuotaPeriod (the"
+            " gate is named CustomCPUCFSQuotaPeriod); expected gate=true|false pairs separated"
+            " by commas, such as MemoryQoS=true,QOSReserved=true.",
         ),
     ],
 )
@@ -691,3 +702,22 @@ def test_kubelet_version_reads_as_parse_generic(text, minor):
     from cgalloc.versions import normalise
 
     assert normalise(text) == minor
+
+
+@pytest.mark.parametrize(
+    ("field", "zero", "flag", "default"),
+    [
+        ("maxPods", "0", "max-pods", 110),
+        ("cgroupDriver", "''", "cgroup-driver", "cgroupfs"),
+        ("cpuManagerPolicy", "''", "cpu-manager-policy", "none"),
+    ],
+)
+def test_a_files_zero_value_is_defaulted_but_a_flags_is_not(tmp_path, field, zero, flag, default):
+    # pkg/kubelet/apis/config/v1beta1/defaults.go SetDefaults_KubeletConfiguration tests these
+    # fields against their zero value ("if obj.MaxPods == 0"), so decoding a file gives the
+    # default; a flag is applied after decoding and keeps what it says (--max-pods=0 is 0).
+    config = kubelet_config(tmp_path / "k.yaml", f"{field}: {zero}\n")
+    attr = flag.replace("-", "_")
+    assert getattr(load(config=config), attr) == default
+    if flag == "max-pods":
+        assert load({"max-pods": ["0"]}, config=config).max_pods == 0

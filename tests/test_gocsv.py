@@ -202,3 +202,9 @@ def test_any_text_reads_to_the_end_or_one_csv_error(text):
             assert total <= len(text) + 1  # each record takes input, so reading ends
     except CsvError as err:
         assert err.reason in (QUOTE, BARE_QUOTE) and err.line >= err.start_line >= 1
+
+
+def test_a_lone_surrogate_is_kept_not_a_traceback():
+    # argv's undecodable bytes arrive as \udc80-\udcff; a YAML "\ud800" escape is another
+    assert Reader("pods,\ud800").read() == ["pods", "\ud800"]
+    assert Reader("pods,\udcff").read() == ["pods", "\udcff"]

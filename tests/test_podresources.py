@@ -128,7 +128,7 @@ def test_pod_limits_upstream_table(inits, containers, overhead, want):
 
 
 # pkg/kubelet/cm/helpers_linux_test.go TestResourceConfigForPod: quotaPeriod 100000 (default)
-# and 5000 (tuned, with the CPUCFSQuotaPeriod gate on as the test sets it).
+# and 5000 (tuned, with the CustomCPUCFSQuotaPeriod gate on as the test sets it).
 DEF, TUNED = 100000, 5000
 BURST_SHARES, PARTIAL_SHARES, GUAR_SHARES = 102, 204, 102  # MilliCPUToShares(100/200/100)
 G = Limits(cpu_shares=GUAR_SHARES, cpu_quota=10000, cpu_period=DEF, memory=100 * MI)
@@ -174,7 +174,8 @@ def test_resource_config_for_pod_upstream_table(name, p, enforce, period, gate, 
 
 
 def test_quota_period_without_the_gate_uses_100ms_for_the_quota():
-    # helpers_linux.go MilliCPUToQuota: the period argument is ignored without CPUCFSQuotaPeriod,
+    # helpers_linux.go MilliCPUToQuota: the period argument is ignored without the
+    # CustomCPUCFSQuotaPeriod gate,
     # while ResourceConfigForPod still writes the configured period.
     p = pod([c(rl("100m", "100Mi"), rl("200m", "200Mi"))])
     got = resource_config(p, pod_level_resources=False, cpu_period=TUNED).limits

@@ -399,20 +399,20 @@ def test_kubelet_config_carries_the_pod_inputs_and_loads_back(capsys, tmp_path):
     from cgalloc.config import load_node_config
 
     inputs = [
-        "--feature-gates", "CPUCFSQuotaPeriod=true,MemoryQoS=true",
+        "--feature-gates", "CustomCPUCFSQuotaPeriod=true,MemoryQoS=true",
         "--cpu-cfs-quota=false", "--cpu-cfs-quota-period", "50ms",
         "--pod-manifest-path", "/etc/kubernetes/manifests", "--qos-reserved", "memory=50%",
     ]  # fmt: skip
     code, out, _ = run_cli(capsys, "kubelet-config", *inputs, "-o", "json")
     assert code == 0
     doc = json.loads(out)["config"]
-    assert doc["featureGates"] == {"CPUCFSQuotaPeriod": True, "MemoryQoS": True}
+    assert doc["featureGates"] == {"CustomCPUCFSQuotaPeriod": True, "MemoryQoS": True}
     assert (doc["cpuCFSQuota"], doc["cpuCFSQuotaPeriod"]) == (False, "50ms")
     assert doc["staticPodPath"] == "/etc/kubernetes/manifests"
     path = tmp_path / "k.yaml"
     path.write_text(yaml.safe_dump(doc))
     cfg = load_node_config({}, config=str(path))
-    assert cfg.feature_gates == {"CPUCFSQuotaPeriod": True, "MemoryQoS": True}
+    assert cfg.feature_gates == {"CustomCPUCFSQuotaPeriod": True, "MemoryQoS": True}
     assert (cfg.cpu_cfs_quota, cfg.cpu_cfs_quota_period) == (False, 50000)
     assert cfg.static_pod_path == "/etc/kubernetes/manifests"
     assert cfg.qos_reserved == {"memory": 50}

@@ -185,7 +185,7 @@ _OPTIONS = (
         ("--feature-gates",),
         "Kubelet feature gates (featureGates), e.g. MemoryQoS=true,QOSReserved=true. Honoured:"
         " QOSReserved (qosReserved tier limits), MemoryQoS (memory.min), PodLevelResources,"
-        " CPUCFSQuotaPeriod; AllAlpha/AllBeta too; other well-formed gates are ignored."
+        " CustomCPUCFSQuotaPeriod; AllAlpha/AllBeta too; other well-formed gates are ignored."
         " Repeatable.",
         "GATE=BOOL,...",
         True,
@@ -204,7 +204,7 @@ _OPTIONS = (
         "cpu_cfs_quota_period",
         ("--cpu-cfs-quota-period",),
         "CFS period of pod cgroups (cpuCFSQuotaPeriod, default 100ms); another value needs the"
-        " CPUCFSQuotaPeriod gate.",
+        " CustomCPUCFSQuotaPeriod gate.",
         "DURATION",
         False,
         "cpu-cfs-quota-period",
