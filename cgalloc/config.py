@@ -46,7 +46,7 @@ from cgalloc.resources import (
     hugepage_size_bytes,
     is_hugepages,
 )
-from cgalloc.versions import DEFAULT_KUBELET_VERSION, VERSION_FORM, normalise
+from cgalloc.versions import DEFAULT_KUBELET_VERSION, VERSION_FORM, minor_tuple, normalise
 
 CONFIG_API_VERSION = "kubelet.config.k8s.io/v1beta1"
 CONFIG_KIND = "KubeletConfiguration"
@@ -123,6 +123,8 @@ class NodeConfig(NamedTuple):
     cpu_manager_policy: str = "none"
     cpu_manager_policy_options: dict[str, str] = _NO_ENTRIES  # type: ignore[assignment]
     kubelet_version: str = DEFAULT_KUBELET_VERSION
+    # MemoryQoS's memoryReservationPolicy (1.36+, config file only): None or TieredReservation
+    memory_reservation_policy: str = "None"
     # where the kubelet, the runtime and the other system daemons run (kubeletCgroups, ...)
     kubelet_cgroups: str = ""
     runtime_cgroups: str = ""
@@ -152,6 +154,8 @@ class Field(NamedTuple):  # a NamedTuple: a dataclass costs ~1.5 ms per process 
 
     @property
     def label(self) -> str:
+        if self.flag in CONFIG_ONLY:
+            return str(self.config)
         return f"{self.config} (--{self.flag})" if self.config else f"--{self.flag}"
 
 
@@ -210,6 +214,12 @@ FIELDS = (
         "map",
         "one name=value pair per flag, such as strict-cpu-reservation=true",
     ),
+    Field(
+        "memoryReservationPolicy",
+        "memory-reservation-policy",  # no kubelet flag: the config file's field only
+        "str",
+        "None or TieredReservation",
+    ),
     Field(None, "experimental-allocatable-ignore-eviction", "bool", "true or false"),
     Field(None, "root-dir", "str", "an absolute directory path such as /var/lib/kubelet"),
     Field(
@@ -224,7 +234,9 @@ FIELDS = (
 BY_FLAG = {f.flag: f for f in FIELDS}
 BY_CONFIG = {f.config: f for f in FIELDS if f.config}
 # Flags a node-config.yaml may carry; cgalloc's own options are command-line only.
-KUBELET_FLAGS = frozenset(BY_FLAG) - {"capacity", "kubelet-version"}
+# Config-file fields the kubelet has no flag for (their "flag" is an internal key)
+CONFIG_ONLY = frozenset({"memory-reservation-policy"})
+KUBELET_FLAGS = frozenset(BY_FLAG) - {"capacity", "kubelet-version"} - CONFIG_ONLY
 
 DEFAULTS: dict[str, object] = {
     "kube-reserved": {},
@@ -253,6 +265,7 @@ DEFAULTS: dict[str, object] = {
     "pods-per-core": 0,
     "cpu-manager-policy": "none",
     "cpu-manager-policy-options": {},
+    "memory-reservation-policy": "None",
     "kubelet-version": DEFAULT_KUBELET_VERSION,
 }
 
@@ -392,7 +405,9 @@ def flag_layer(
     out: dict[str, object] = {}
     for flag, occurrences in args.items():
         f = BY_FLAG.get(flag)
-        if f is None or not occurrences or (allowed is not None and flag not in allowed):
+        if f is None or not occurrences or flag in CONFIG_ONLY:
+            continue
+        if allowed is not None and flag not in allowed:
             continue
         value = _fold_flag(f, occurrences, problems)
         if value is not None:
@@ -665,7 +680,12 @@ def _within_total(paths: list[str], directory: str, problems: list[str]) -> list
 # Fields SetDefaults_KubeletConfiguration (pkg/kubelet/apis/config/v1beta1/defaults.go) sets
 # when they hold their Go zero value, not only when absent: decoding a file (and the merged
 # drop-ins) defaults them, so "maxPods: 0" is 110 there, while the flag --max-pods=0 stays 0.
-ZERO_DEFAULTED = {"cgroupDriver": "", "cpuManagerPolicy": "", "maxPods": 0}
+ZERO_DEFAULTED = {
+    "cgroupDriver": "",
+    "cpuManagerPolicy": "",
+    "maxPods": 0,
+    "memoryReservationPolicy": "",
+}
 
 
 def _defaulted_zero(name: str, value: object) -> bool:
@@ -1159,6 +1179,7 @@ def build(
     ]
     period = _cfs_period(values, gates, problems)
     policy, options = _cpu_manager(values, kube, system, problems)
+    reservation = _memory_reservation_policy(values, gates, version, problems)
     if problems:
         return None
     return NodeConfig(
@@ -1189,7 +1210,35 @@ def build(
         kubelet_cgroups=str(values["kubelet-cgroups"]),
         runtime_cgroups=str(values["runtime-cgroups"]),
         system_cgroups=str(values["system-cgroups"]),
+        memory_reservation_policy=reservation,
     )
+
+
+MEMORY_RESERVATION_POLICIES = ("None", "TieredReservation")
+
+
+def _memory_reservation_policy(
+    values: Mapping[str, object], gates: Mapping[str, bool], version: str, problems: list[str]
+) -> str:
+    """memoryReservationPolicy with ValidateKubeletConfiguration's two rules (1.36+); before
+    1.36 the field does not exist and the kubelet's lenient decode drops it."""
+    text = str(values["memory-reservation-policy"])
+    if minor_tuple(version) < (1, 36):
+        return "None"
+    f = BY_FLAG["memory-reservation-policy"]
+    if text not in MEMORY_RESERVATION_POLICIES:
+        problems.append(
+            f"invalid configuration: option {quote(text)} specified for {f.label}; valid"
+            ' options are "None" or "TieredReservation".'
+        )
+        return "None"
+    gate = NodeConfig(feature_gates=dict(gates), kubelet_version=version)
+    if text == "TieredReservation" and not features.enabled(gate, "MemoryQoS"):
+        problems.append(
+            f'invalid configuration: {f.label} "TieredReservation" requires MemoryQoS feature'
+            " gate to be enabled; enable MemoryQoS in featureGates or use None."
+        )
+    return text
 
 
 GATES = "feature-gates"

@@ -33,8 +33,9 @@ class Spec(NamedTuple):
 GATES: dict[str, tuple[Spec, ...]] = {
     # qos_container_manager_linux.go: qosReserved memory limits on the QoS tiers
     "QOSReserved": (Spec((1, 11), False, ALPHA),),
-    # memory.min on pods, QoS tiers and enforced reserved cgroups (cgroup v2)
-    "MemoryQoS": (Spec((1, 22), False, ALPHA),),
+    # memory.min/memory.low on pods, QoS tiers and enforced reserved cgroups (cgroup v2);
+    # beta and on by default from 1.37 (KEP-2570, kubernetes#140007)
+    "MemoryQoS": (Spec((1, 22), False, ALPHA), Spec((1, 37), True, BETA)),
     # pod-level spec.resources decide the QoS class and the pod cgroup
     "PodLevelResources": (Spec((1, 32), False, ALPHA), Spec((1, 34), True, BETA)),
     # cpuCFSQuotaPeriod other than 100ms, and MilliCPUToQuota's period (Go's constant is
@@ -79,6 +80,17 @@ def check_gates(gates: Mapping[str, bool], version: str) -> list[str]:
         elif not _NAME.fullmatch(name) or name.lower() in lowered:
             problems.append(f"unrecognized feature gate: {name}")
     return problems
+
+
+def memory_qos_mode(cfg: NodeConfig) -> str:
+    """How MemoryQoS protects memory at ``cfg``'s kubelet minor: "off" (gate off); "min"
+    (before 1.36: memory.min from requests everywhere); "tiered" (1.36+ TieredReservation:
+    Guaranteed memory.min, Burstable memory.low); "none" (1.36+ policy None: no protection)."""
+    if not enabled(cfg, "MemoryQoS"):
+        return "off"
+    if minor_tuple(cfg.kubelet_version) < (1, 36):
+        return "min"
+    return "tiered" if cfg.memory_reservation_policy == "TieredReservation" else "none"
 
 
 def enabled(cfg: NodeConfig, name: str) -> bool:

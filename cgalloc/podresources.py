@@ -258,13 +258,14 @@ def resource_config(
     enforce_cpu_limits: bool = True,
     cpu_period: int = QUOTA_PERIOD,
     custom_period: bool = False,
-    memory_qos: bool = False,
+    memory_qos: str = "off",
     pod_pids_limit: int = -1,
 ) -> PodCgroup:
     """``ResourceConfigForPod`` plus the pod container manager's ``PidsLimit`` (when > 0).
 
     ``pod`` must already carry the API defaults (:func:`with_defaults`). ``custom_period`` is the
     CustomCPUCFSQuotaPeriod gate: without it the quota is computed over 100ms whatever the period.
+    ``memory_qos`` is :func:`features.memory_qos_mode` on cgroup v2 ("off" on v1).
     """
     reqs = pod_requests(pod, pod_level=pod_level_resources)
     declared = [True, True]
@@ -291,6 +292,11 @@ def resource_config(
             memory=memory if declared[1] else None,
         )
     memory_req = reqs[MEMORY].value() if MEMORY in reqs else 0
+    protect = memory_req if memory_req > 0 else None
+    # before 1.36 every pod with a request gets memory.min; TieredReservation gives Burstable
+    # pods the softer memory.low (ResourceConfigForPod's Cgroup2MemoryLow)
+    low = memory_qos == "tiered" and qos != GUARANTEED
+    minimum = memory_qos == "min" or (memory_qos == "tiered" and qos == GUARANTEED)
     out = Limits(
         cpu_shares=out.cpu_shares,
         cpu_quota=out.cpu_quota,
@@ -298,7 +304,8 @@ def resource_config(
         memory=out.memory,
         pids=pod_pids_limit if pod_pids_limit > 0 else None,
         hugetlb=hugepage_limits(reqs),
-        memory_min=memory_req if memory_qos and memory_req > 0 else None,
+        memory_min=protect if minimum else None,
+        memory_low=protect if low else None,
     )
     # getQoSMemoryRequests calls PodRequests with default options: pod-level values count.
     tier_reqs = pod_requests(pod, pod_level=True)

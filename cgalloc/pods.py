@@ -349,7 +349,7 @@ def load_pods(paths: Sequence[str], admits: int | None = None) -> list[Pod]:
 def pod_cgroups(pods: Sequence[Pod], cfg: NodeConfig, cgroup_v2: bool) -> list[PodCgroup]:
     """Each pod's cgroup values under ``cfg``'s feature gates and CFS settings."""
     pod_level = features.enabled(cfg, "PodLevelResources")
-    memory_qos = features.enabled(cfg, "MemoryQoS") and cgroup_v2
+    memory_qos = features.memory_qos_mode(cfg) if cgroup_v2 else "off"
     custom_period = features.enabled(cfg, "CustomCPUCFSQuotaPeriod")
     return [
         resource_config(

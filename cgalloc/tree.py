@@ -20,6 +20,7 @@ from cgalloc import features
 from cgalloc.errors import InputError
 from cgalloc.kernel_ranges import name_refusal, value_refusal
 from cgalloc.resources import BESTEFFORT, BURSTABLE, GUARANTEED, MEMORY, add, subtract_clamped
+from cgalloc.versions import minor_tuple
 
 # The planning functions below import limits themselves: stats and
 # kubelet-config use only the naming half of this module and should not pay for those.
@@ -599,6 +600,7 @@ def desired_tree(
     def cpuset(limits: Limits, cpus: frozenset[int] | None) -> Limits:
         return limits if cpus is None else limits._replace(cpuset_cpus=format_cpuset(cpus))
 
+    v2 = hierarchy.version == "v2"
     try:
         node_cgroup = node_allocatable_cgroup(cfg)
     except InputError as err:
@@ -608,7 +610,7 @@ def desired_tree(
         kube_limits = limits_from_resources(alloc.kubepods, compressible_only=False)
         kube_limits = cpuset(kube_limits, sets.kubepods if sets else None)
         if cfg.cgroups_per_qos:
-            _pod_tree(cfg, alloc, node_cgroup, pods, kube_limits, hierarchy.version == "v2", add)
+            _pod_tree(cfg, alloc, node_cgroup, pods, kube_limits, v2, add)
         else:
             add(node_cgroup, "kubepods", kube_limits)
 
@@ -628,8 +630,9 @@ def desired_tree(
             problems += err.problems
             continue
         limits = limits_from_resources(resources, compressible)
-        if features.enabled(cfg, "MemoryQoS") and limits.memory is not None:
-            # enforceExistingCgroup: memory.min = the reservation (Unified, so v2 only)
+        if v2 and features.enabled(cfg, "MemoryQoS") and limits.memory is not None:
+            # enforceExistingCgroup: memory.min = the reservation (Unified, so v2 only),
+            # whatever the memoryReservationPolicy; on by default from 1.37
             limits = limits._replace(memory_min=limits.memory)
         limits = with_unrequested_hugetlb(limits, page_sizes)
         limits = cpuset(limits, sets.reserved_cgroups if sets else None)
@@ -651,24 +654,15 @@ def _pod_tree(
 ) -> None:
     from cgalloc.limits import HUGETLB_UNBOUNDED, MIN_SHARES, Limits, milli_cpu_to_shares
 
-    memory_qos = v2 and features.enabled(cfg, "MemoryQoS")
-    burstable_memory = _tier_memory(pods, BURSTABLE)
-    if memory_qos:
-        # setMemoryQoS: the Guaranteed tier is kubepods itself (Σ guaranteed + Σ burstable).
-        guaranteed_min = _tier_memory(pods, GUARANTEED) + burstable_memory
-        if guaranteed_min > 0:
-            kube_limits = kube_limits._replace(memory_min=guaranteed_min)
-    elif v2:
-        # enforceNodeAllocatableCgroups resets a previous MemoryQoS state's protection.
-        kube_limits = kube_limits._replace(memory_min=0, memory_low=0)
-    add(kubepods, "kubepods", kube_limits)
+    kube_protect, burstable_protect = _tier_protection(cfg, pods, v2)
+    add(kubepods, "kubepods", kube_limits._replace(**kube_protect))
 
     sizes = [size for size, _ in kube_limits.hugetlb]
     unbounded = tuple((size, HUGETLB_UNBOUNDED) for size in sizes)
     burstable_milli = sum(p.cpu_request_milli for p in pods if p.qos == BURSTABLE)
-    burstable = Limits(cpu_shares=milli_cpu_to_shares(burstable_milli), hugetlb=unbounded)
-    if memory_qos and burstable_memory > 0:
-        burstable = burstable._replace(memory_min=burstable_memory)
+    burstable = Limits(
+        cpu_shares=milli_cpu_to_shares(burstable_milli), hugetlb=unbounded, **burstable_protect
+    )
     besteffort = Limits(cpu_shares=MIN_SHARES, hugetlb=unbounded)
     reserve = qos_memory_limits(cfg, alloc, pods)
     if reserve is not None:
@@ -680,6 +674,41 @@ def _pod_tree(
 
     for pod in pods:
         add(pod_path(kubepods, pod, cfg.cgroup_driver), "pod", pod_limits(pod, sizes))
+
+
+def _tier_protection(
+    cfg: NodeConfig, pods: Sequence[PodCgroup], v2: bool
+) -> tuple[dict[str, int], dict[str, int]]:
+    """MemoryQoS's Unified values (cgroup v2 only) for kubepods, the Guaranteed tier, and the
+    burstable tier, per kubelet minor (qos_container_manager_linux.go setMemoryQoS and Start,
+    node_container_manager_linux.go enforceNodeAllocatableCgroups; G and B are the Guaranteed
+    and Burstable pods' memory requests):
+
+    - before 1.36, with the gate: kubepods memory.min = G+B and burstable memory.min = B, each
+      only when above 0; without it nothing.
+    - 1.36 TieredReservation: kubepods memory.min = G+B, burstable memory.low = B, 0 written
+      too; policy None: both 0; gate off: nothing.
+    - 1.37 and later, TieredReservation: as 1.36 and kubepods memory.low = B (the burstable
+      tier's parent must cover its protection); anything else (gate off, its new default on
+      with policy None): kubepods memory.min and memory.low 0, burstable memory.low 0.
+    """
+    if not v2:
+        return {}, {}
+    mode = features.memory_qos_mode(cfg)
+    burstable = _tier_memory(pods, BURSTABLE)
+    guaranteed = _tier_memory(pods, GUARANTEED) + burstable
+    if mode == "min":
+        return (
+            {"memory_min": guaranteed} if guaranteed > 0 else {},
+            {"memory_min": burstable} if burstable > 0 else {},
+        )
+    since_137 = minor_tuple(cfg.kubelet_version) >= (1, 37)
+    if mode == "tiered":
+        kube = {"memory_min": guaranteed, **({"memory_low": burstable} if since_137 else {})}
+        return kube, {"memory_low": burstable}
+    if since_137:
+        return {"memory_min": 0, "memory_low": 0}, {"memory_low": 0}
+    return ({"memory_min": 0}, {"memory_low": 0}) if mode == "none" else ({}, {})
 
 
 def pod_name(kubepods: CgroupName, pod: PodCgroup) -> CgroupName:

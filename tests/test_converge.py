@@ -52,11 +52,13 @@ def test_dropping_enforcement_restores_the_original_values(tree, tmp_path, capsy
             ("hugetlb.1GB.max", "0", "max"),
             ("hugetlb.2MB.max", "0", "max"),
             ("memory.max", "1073741824", "max"),
+            # kubelet 1.37's MemoryQoS (beta, on) gives an enforced reservation memory.min
+            ("memory.min", "1073741824", "0"),
         )
     ]
     code, out, err = _run(capsys, tree, tmp_path, "setup")
     assert code == 0, err
-    assert out.splitlines()[-1] == "no changes: 0 writes; undid 5 changes no longer wanted"
+    assert out.splitlines()[-1] == "no changes: 0 writes; undid 6 changes no longer wanted"
     # the root keeps cpuset and hugetlb enabled for kubepods, so system.slice keeps those
     # controllers' files, at their defaults again; every file it had before is as it was
     now = snapshot(tree / "system.slice")
@@ -195,7 +197,8 @@ def test_dry_run_lists_the_values_it_would_restore(tree, tmp_path, capsys):
     lines = out.splitlines()
     assert "  restore system.slice/memory.max: 1073741824 -> max (no longer wanted)" in lines
     assert '  restore system.slice/cpuset.cpus: 0-3 -> "" (no longer wanted)' in lines
-    assert lines[-1] == "dry run: 5 changes planned, nothing written"
+    assert "  restore system.slice/memory.min: 1073741824 -> 0 (no longer wanted)" in lines
+    assert lines[-1] == "dry run: 6 changes planned, nothing written"
     code, out, err = _run(capsys, tree, tmp_path, "setup", "--dry-run", "-o", "json")
     assert code == 0, err
     doc = json.loads(out)["plan"]
@@ -207,5 +210,5 @@ def test_dry_run_lists_the_values_it_would_restore(tree, tmp_path, capsys):
         "old": "1073741824",
         "new": "max",
     } in doc["undo"]
-    assert len(doc["undo"]) == 5
+    assert len(doc["undo"]) == 6
     assert snapshot(tree) == before

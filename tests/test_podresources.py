@@ -182,16 +182,38 @@ def test_quota_period_without_the_gate_uses_100ms_for_the_quota():
     assert (got.cpu_quota, got.cpu_period) == (20000, TUNED)
 
 
-def test_memory_qos_sets_pod_memory_min_from_requests():
-    # helpers_linux_test.go TestResourceConfigForPodWithEnforceMemoryQoS: memory.min = requests.
-    p = pod([c(rl("100m", "100Mi"), rl("200m", "200Mi"))])
-    assert (
-        resource_config(p, pod_level_resources=False, memory_qos=True).limits.memory_min == 100 * MI
-    )
-    best = pod([c()])
-    assert (
-        resource_config(best, pod_level_resources=False, memory_qos=True).limits.memory_min is None
-    )
+# helpers_linux_test.go TestResourceConfigForPodWithEnforceMemoryQoS: (memory.min, memory.low)
+# of a pod. Before 1.36 ("min") every request is memory.min; 1.36 and later call it with
+# TieredReservation ("tiered"): Burstable pods get memory.low, Guaranteed memory.min; policy
+# None ("none") and the gate off write neither.
+MEMORY_QOS_PODS = [
+    ("burstable-no-limits", [c(rl("100m", "100Mi"))], "min", (100 * MI, None)),
+    ("burstable-with-limits", [c(rl("100m", "100Mi"), rl("200m", "200Mi"))], "min",
+     (100 * MI, None)),
+    ("burstable-partial-limits", [c(rl("100m", "100Mi"), rl("200m", "200Mi")),
+                                  c(rl("100m", "100Mi"))], "min", (200 * MI, None)),
+    ("guaranteed", [c(rl("100m", "100Mi"), rl("100m", "100Mi"))], "min", (100 * MI, None)),
+    ("besteffort", [c()], "min", (None, None)),
+    ("burstable-no-limits", [c(rl("100m", "100Mi"))], "tiered", (None, 100 * MI)),
+    ("burstable-with-limits", [c(rl("100m", "100Mi"), rl("200m", "200Mi"))], "tiered",
+     (None, 100 * MI)),
+    ("burstable-partial-limits", [c(rl("100m", "100Mi"), rl("200m", "200Mi")),
+                                  c(rl("100m", "100Mi"))], "tiered", (None, 200 * MI)),
+    ("guaranteed", [c(rl("100m", "100Mi"), rl("100m", "100Mi"))], "tiered", (100 * MI, None)),
+    ("besteffort", [c()], "tiered", (None, None)),
+    ("guaranteed", [c(rl("100m", "100Mi"), rl("100m", "100Mi"))], "none", (None, None)),
+    ("burstable-no-limits", [c(rl("100m", "100Mi"))], "off", (None, None)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("containers", "mode", "protection"),
+    [row[1:] for row in MEMORY_QOS_PODS],
+    ids=[f"{row[0]}-{row[2]}" for row in MEMORY_QOS_PODS],
+)
+def test_memory_qos_protects_pods_by_kubelet_version(containers, mode, protection):
+    got = resource_config(pod(containers), pod_level_resources=False, memory_qos=mode).limits
+    assert (got.memory_min, got.memory_low) == protection
 
 
 def test_hugepages_and_pids_and_overhead():

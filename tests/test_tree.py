@@ -293,10 +293,11 @@ def test_tree_systemd_with_pods():
         ("kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podbe_01.slice", "pod"),
     ]
     limits = [d.limits for d in tree]
-    # cgroup v2 without MemoryQoS: enforceNodeAllocatableCgroups resets memory.min/low to 0.
+    # cgroup v2, kubelet 1.37: MemoryQoS is on with memoryReservationPolicy None, so the QoS
+    # manager's Start() writes kubepods memory.min/low and the burstable memory.low as 0.
     assert limits[0] == Limits(cpu_shares=3072, memory=8 * GI, memory_min=0, memory_low=0)
     # Burstable tier: MilliCPUToShares(250 + 100) = 358.
-    assert limits[1] == Limits(cpu_shares=358)
+    assert limits[1] == Limits(cpu_shares=358, memory_low=0)
     assert limits[2] == Limits(cpu_shares=2)
     assert limits[3] == Limits(
         cpu_shares=512, cpu_quota=50000, cpu_period=100000, memory=256 * MI, pids=1024
@@ -359,34 +360,72 @@ def test_tree_qos_reserved_memory():
     assert (tree[1].limits.memory, tree[2].limits.memory) == (None, None)
 
 
-def test_tree_memory_qos_tiers_pods_and_reserved():
-    # qos_container_manager_linux.go setMemoryQoS: burstable memory.min = Σ burstable requests,
-    # kubepods (the Guaranteed tier) = Σ guaranteed + Σ burstable; pods get their requests
-    # (ResourceConfigForPod); enforceExistingCgroup: reserved cgroups memory.min = the limit.
+# KEP-2570 by kubelet minor: (version, gate, memoryReservationPolicy) -> kubepods memory.min and
+# memory.low, burstable tier memory.min and memory.low, the Guaranteed, Burstable and BestEffort
+# pods' (memory.min, memory.low), and system-reserved's memory.min. Pods: g1 requests 2Gi
+# (Guaranteed), b1 1Gi (Burstable), e1 nothing. Sources: qos_container_manager_linux.go
+# setMemoryQoS and Start, helpers_linux.go ResourceConfigForPod, node_container_manager_linux.go
+# enforceNodeAllocatableCgroups and enforceExistingCgroup (1.35; 1.36 with PR #137584's policy;
+# 1.37 with #138903, #140267 and #140007's beta), and their tests TestQoSContainerCgroup,
+# TestQoSContainerCgroupWithMemoryReservationPolicyNone and
+# TestResourceConfigForPodWithEnforceMemoryQoS.
+G3, N = 3 * GI, None
+MEMORY_QOS_BY_VERSION = [
+    # before 1.36 every request is memory.min, each tier's only when above 0
+    ("1.35", True, "None", (G3, N), (GI, N), [(2 * GI, N), (GI, N), (N, N)], GI),
+    ("1.35", False, "None", (N, N), (N, N), [(N, N)] * 3, N),
+    # 1.36 TieredReservation: Burstable protection is memory.low
+    ("1.36", True, "TieredReservation", (G3, N), (N, GI), [(2 * GI, N), (N, GI), (N, N)], GI),
+    # 1.36 policy None: the tiers are set to 0, the pods get nothing, reserved keeps memory.min
+    ("1.36", True, "None", (0, N), (N, 0), [(N, N)] * 3, GI),
+    ("1.36", False, "None", (N, N), (N, N), [(N, N)] * 3, N),
+    # 1.37: kubepods also gets memory.low = Σ burstable (the tier's parent must cover it)
+    ("1.37", True, "TieredReservation", (G3, GI), (N, GI), [(2 * GI, N), (N, GI), (N, N)], GI),
+    # 1.37's default: the gate on, policy None: zeros on the tiers, memory.min on reserved
+    ("1.37", True, "None", (0, 0), (N, 0), [(N, N)] * 3, GI),
+    # the gate off: the same zeros (Start and enforceNodeAllocatableCgroups), no memory.min
+    ("1.37", False, "None", (0, 0), (N, 0), [(N, N)] * 3, N),
+]
+
+
+@pytest.mark.parametrize(
+    ("version", "gate", "policy", "kubepods", "burstable", "pods", "reserved"),
+    MEMORY_QOS_BY_VERSION,
+    ids=[f"{r[0]}-{'on' if r[1] else 'off'}-{r[2]}" for r in MEMORY_QOS_BY_VERSION],
+)
+def test_tree_memory_qos_by_kubelet_version(
+    version, gate, policy, kubepods, burstable, pods, reserved
+):
     cfg = make_cfg(
-        feature_gates={"MemoryQoS": True},
+        feature_gates={"MemoryQoS": gate},
+        memory_reservation_policy=policy,
+        kubelet_version=version,
         enforce_node_allocatable=("pods", "system-reserved"),
         system_reserved_cgroup="/system.slice",
     )
-    pods = [
+    given = [
         Pod("g1", "d/g", (container(GUARANTEED_2G, GUARANTEED_2G),)),
         Pod("b1", "d/b", (container({"memory": "1Gi"}),)),
         Pod("e1", "d/e", (container(),)),
     ]  # fmt: skip
     alloc = make_alloc(rl(cpu="3", memory="14Gi"), system=rl(cpu="1", memory="1Gi"))
-    tree = desired_tree(cfg, alloc, V2_NO_HUGETLB, pod_cgroups(pods, cfg, cgroup_v2=True))
+    tree = desired_tree(cfg, alloc, V2_NO_HUGETLB, pod_cgroups(given, cfg, cgroup_v2=True))
     by_path = {d.path: d.limits for d in tree}
-    assert by_path["kubepods"].memory_min == 3 * GI
-    assert by_path["kubepods"].memory_low is None
-    assert by_path["kubepods/burstable"].memory_min == GI
-    assert by_path["kubepods/besteffort"].memory_min is None
-    assert by_path["kubepods/podg1"].memory_min == 2 * GI
-    assert by_path["kubepods/burstable/podb1"].memory_min == GI
-    assert by_path["kubepods/besteffort/pode1"].memory_min is None
-    assert by_path["system.slice"].memory_min == GI
-    # On cgroup v1 MemoryQoS does nothing to the pods or tiers (IsCgroup2UnifiedMode).
-    v1 = desired_tree(cfg, alloc, V1_HUGETLB, pod_cgroups(pods, cfg, cgroup_v2=False))
-    assert all(d.limits.memory_min is None for d in v1 if d.role != "system-reserved")
+
+    def protection(path):
+        return (by_path[path].memory_min, by_path[path].memory_low)
+
+    assert protection("kubepods") == kubepods
+    assert protection("kubepods/burstable") == burstable
+    assert protection("kubepods/besteffort") == (N, N)
+    assert [
+        protection(p) for p in ("kubepods/podg1", "kubepods/burstable/podb1",
+                                "kubepods/besteffort/pode1")
+    ] == pods  # fmt: skip
+    assert by_path["system.slice"].memory_min == reserved
+    # cgroup v1 has no Unified files (IsCgroup2UnifiedMode): nothing anywhere
+    v1 = desired_tree(cfg, alloc, V1_HUGETLB, pod_cgroups(given, cfg, cgroup_v2=False))
+    assert all((d.limits.memory_min, d.limits.memory_low) == (N, N) for d in v1)
 
 
 def test_tree_pod_hugetlb_zero_for_sizes_not_requested():

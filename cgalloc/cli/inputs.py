@@ -184,7 +184,8 @@ _OPTIONS = (
         "feature_gates",
         ("--feature-gates",),
         "Kubelet feature gates (featureGates), e.g. MemoryQoS=true,QOSReserved=true. Honoured:"
-        " QOSReserved (qosReserved tier limits), MemoryQoS (memory.min), PodLevelResources,"
+        " QOSReserved (qosReserved tier limits), MemoryQoS (memory.min/low; on by default from"
+        " 1.37; memoryReservationPolicy comes from --config), PodLevelResources,"
         " CustomCPUCFSQuotaPeriod; AllAlpha/AllBeta too; other well-formed gates are ignored."
         " Repeatable.",
         "GATE=BOOL,...",

@@ -162,6 +162,9 @@ def fragment(cfg: NodeConfig) -> tuple[dict, list[str], list[str]]:
             f"--cpu-manager-policy-options={k}={v}"
             for k, v in doc["cpuManagerPolicyOptions"].items()
         )
+    if cfg.memory_reservation_policy != "None":
+        doc["memoryReservationPolicy"] = cfg.memory_reservation_policy
+        notes.append("memoryReservationPolicy has no kubelet flag; put it in the config file.")
     if cfg.ignore_eviction:
         flags.append("--experimental-allocatable-ignore-eviction=true")
         notes.append(
