@@ -522,7 +522,9 @@ def _check_config_fields(doc: dict, path: str, problems: list[str]) -> None:
     """
     for name, f in [*BY_CONFIG.items(), (MERGE_DEFAULT_EVICTION, None)]:
         value = doc.get(name)
-        if value is None:
+        # memoryReservationPolicy does not exist before 1.36 (dropped there, whatever its
+        # type); from 1.36 a value that is no option is refused when it is validated
+        if value is None or (f is not None and f.flag in CONFIG_ONLY):
             continue
         kind = f.kind if f else "bool"
         go_type = GO_INT_TYPES.get(name, GO_TYPES.get(kind, "string"))
@@ -678,8 +680,9 @@ def _within_total(paths: list[str], directory: str, problems: list[str]) -> list
 
 
 # Fields SetDefaults_KubeletConfiguration (pkg/kubelet/apis/config/v1beta1/defaults.go) sets
-# when they hold their Go zero value, not only when absent: decoding a file (and the merged
-# drop-ins) defaults them, so "maxPods: 0" is 110 there, while the flag --max-pods=0 stays 0.
+# when they hold their Go zero value, not only when absent: decoding the main file defaults
+# them, so its "maxPods: 0" is 110, while a drop-in's (merged into the loaded config, never
+# defaulted; server.go mergeKubeletConfigurations) and the flag --max-pods=0 stay 0.
 ZERO_DEFAULTED = {
     "cgroupDriver": "",
     "cpuManagerPolicy": "",
@@ -717,7 +720,9 @@ def config_file_layer(
 
     merged: dict = {}
     if config:
-        merged = read(config, "--config") or {}
+        main = read(config, "--config") or {}
+        # loadConfigFile defaults the main file; drop-ins are merged in undefaulted
+        merged = {k: v for k, v in main.items() if not _defaulted_zero(k, v)}
     if config or config_dir:
         merged = _defaulted_eviction(merged)
     if config_dir:
@@ -733,7 +738,7 @@ def config_file_layer(
     out: dict[str, object] = {}
     for name, f in BY_CONFIG.items():
         value = merged.get(name)
-        if value is None or _defaulted_zero(name, value):
+        if value is None:
             continue
         # A null item decodes as its Go type's zero value (such a null is the main file's: the
         # merge patch removed every drop-in's): "" in a map[string]string or a []string, which

@@ -114,6 +114,8 @@ def _ids(high: int, what: str) -> Callable[[str], str | None]:
 
 CHECKS: dict[str, Callable[[str], str | None]] = {
     "memory.max": _bytes,
+    "memory.min": _bytes,  # MemoryQoS: the tiers' sums can pass PAGE_COUNTER_MAX
+    "memory.low": _bytes,
     "memory.limit_in_bytes": _bytes,
     "memory.memsw.limit_in_bytes": _bytes,
     "pids.max": _pids,

@@ -6,9 +6,10 @@ minors, so 1.35, 1.36 and 1.37 are in support. ``--kubelet-version`` picks one o
 
 Each behaviour below records the first minor that has it (from the upstream pull request that
 introduced it); a behaviour applies when the matched minor is at or above that release. Within
-the supported minors the node-level numbers cgalloc computes are the same; the table keeps the
-boundaries so a check (``has``) names the behaviour rather than a version number, and the pod
-level (feature-gate defaults) reads ``NodeConfig.kubelet_version`` for its own differences.
+the supported minors the node-level numbers cgalloc computes are the same but for the feature
+gates' defaults (MemoryQoS, on from 1.37, writes memory.min on enforced reserved cgroups), which
+read ``NodeConfig.kubelet_version``; the table keeps the boundaries so a check (``has``) names
+the behaviour rather than a version number.
 Pure: no I/O.
 """
 
@@ -82,6 +83,7 @@ def help_text() -> str:
         f"Kubelet minor to match: {', '.join(SUPPORTED_VERSIONS)} (default"
         f" {DEFAULT_KUBELET_VERSION}, the newest stable), given as `kubelet --version`"
         " prints it or shorter (v1.37.2, v1.37.2-eks-..., 1.37). Behaviours that changed in earlier"
-        f" releases and hold for every supported minor: {items}. The feature-gate defaults of"
-        " the pod level follow the minor given."
+        f" releases and hold for every supported minor: {items}. The feature-gate defaults"
+        " follow the minor given (MemoryQoS is on from 1.37: memory.min on enforced reserved"
+        " cgroups, zeros on kubepods, on cgroup v2)."
     )

@@ -3,6 +3,8 @@ systemCgroups matching the reserved cgroups setup makes; cgalloc reads them from
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 from clirun import run_cli
@@ -155,3 +157,17 @@ def test_cpu_manager_policy_options_are_printed_one_flag_each(capsys):
     # the printed flags read back (a single comma-joined flag is now refused, as the kubelet does)
     code, _, err = run_cli(capsys, "show", "--capacity", "cpu=4,memory=8Gi", *static, *flags)
     assert code == 0, err
+
+
+def test_memory_reservation_policy_goes_in_the_config_with_a_note(tmp_path, capsys):
+    config = tmp_path / "kubelet.yaml"
+    config.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+        "memoryReservationPolicy: TieredReservation\n"
+    )
+    code, out, err = run_cli(capsys, "kubelet-config", "--config", str(config), "-o", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["config"]["memoryReservationPolicy"] == "TieredReservation"
+    assert not any("reservation" in f.lower() for f in doc["flags"])  # the kubelet has no flag
+    assert "memoryReservationPolicy has no kubelet flag; put it in the config file." in doc["notes"]

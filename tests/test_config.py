@@ -721,3 +721,52 @@ def test_a_files_zero_value_is_defaulted_but_a_flags_is_not(tmp_path, field, zer
     assert getattr(load(config=config), attr) == default
     if flag == "max-pods":
         assert load({"max-pods": ["0"]}, config=config).max_pods == 0
+
+
+def test_a_dropins_zero_value_is_kept(tmp_path):
+    # server.go mergeKubeletConfigurations merges drop-ins into the loaded (defaulted) config
+    # and unmarshals without defaulting: a drop-in's maxPods 0 stays 0, its "" driver stays ""
+    main = kubelet_config(tmp_path / "k.yaml", "maxPods: 50\n")
+    drop = tmp_path / "conf.d"
+    drop.mkdir()
+    write(drop / "10.conf", HEAD + "maxPods: 0\n")
+    assert load(config=main, config_dir=str(drop)).max_pods == 0
+    write(drop / "10.conf", HEAD + "cgroupDriver: ''\n")
+    with pytest.raises(InputError, match='"" is not a cgroup driver'):
+        load(config=main, config_dir=str(drop))
+
+
+@pytest.mark.parametrize(
+    ("version", "body", "gates", "policy", "problem"),
+    [
+        # no such field before 1.36: the kubelet's lenient decode drops it, whatever its type
+        ("1.35", "memoryReservationPolicy: TieredReservation\n", None, "None", None),
+        ("1.35", "memoryReservationPolicy: 5\n", None, "None", None),
+        # ValidateKubeletConfiguration (1.36+): the gate, then the two options
+        ("1.36", "memoryReservationPolicy: TieredReservation\n", None, None,
+         'memoryReservationPolicy "TieredReservation" requires MemoryQoS feature gate'),
+        ("1.36", "memoryReservationPolicy: TieredReservation\n", ["AllAlpha=true"],
+         "TieredReservation", None),
+        ("1.36", "memoryReservationPolicy: ''\n", None, "None", None),  # SetDefaults: None
+        ("1.36", "memoryReservationPolicy: Tiered\n", None, None,
+         'option "Tiered" specified for memoryReservationPolicy; valid options are "None" or'),
+        ("1.37", "memoryReservationPolicy: TieredReservation\n", None, "TieredReservation", None),
+        ("1.37", "memoryReservationPolicy: TieredReservation\n", ["MemoryQoS=false"], None,
+         "requires MemoryQoS feature gate to be enabled"),
+    ],
+)  # fmt: skip
+def test_memory_reservation_policy(tmp_path, version, body, gates, policy, problem):
+    config = kubelet_config(tmp_path / "k.yaml", body)
+    flags = {"kubelet-version": [version], **({"feature-gates": gates} if gates else {})}
+    if problem is None:
+        assert load(flags, config=config).memory_reservation_policy == policy
+        return
+    with pytest.raises(InputError) as err:
+        load(flags, config=config)
+    assert any(problem in p for p in err.value.problems), err.value.problems
+
+
+def test_memory_reservation_policy_has_no_flag():
+    # the kubelet declares no --memory-reservation-policy: a flag map naming it changes nothing
+    cfg = load({"memory-reservation-policy": ["TieredReservation"]})
+    assert cfg.memory_reservation_policy == "None"

@@ -586,3 +586,14 @@ def test_tree_from_computed_allocatable():
         ("system", Limits(cpu_shares=1024)),
         ("kube", Limits(cpu_shares=512, memory=GI)),
     ]
+
+
+@pytest.mark.parametrize("file", ["memory.min", "memory.low"])
+def test_memory_protection_past_page_counter_max_is_a_value_refusal(file):
+    # Σ requests on the tiers can pass PAGE_COUNTER_MAX; the kernel would clamp the value and
+    # read back "max", a drift verify could never settle (found by review of 7500b40)
+    from cgalloc.kernel_ranges import MEMORY_MAX, value_problem
+
+    assert value_problem(file, "0") is None
+    assert value_problem(file, str(MEMORY_MAX)) is None
+    assert value_problem(file, str(2**63)) == value_problem("memory.max", str(2**63)) is not None

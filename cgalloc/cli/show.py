@@ -183,7 +183,7 @@ def register(app: typer.Typer) -> None:
             # Imported only when pods are given: YAML, the pod model and their records.
             from cgalloc.pods import load_pods, pod_cgroups, resize_warnings
 
-            # show reads no cgroup: the values are cgroup v2's minus memory.min (MemoryQoS)
+            # show reads no cgroup: the values are cgroup v2's minus memory.min/low (MemoryQoS)
             loaded = load_pods(pods, pods_capacity(cfg, capacity).value())
             doc["warnings"] += resize_warnings(loaded)
             cgroups = pod_cgroups(loaded, cfg, cgroup_v2=False)
