@@ -14,9 +14,11 @@ Two modes:
   not ours to write). A fake tree's new directories are filled with interface files by the
   test-only fake kernel; that emulation, which a real cgroupfs does for free, is timed and
   shown apart. libcgroup does not run there (it acts on mounted cgroupfs only).
-- ``CGALLOC_BENCH_REAL=1``, inside a VM lane only: the real cgroupfs at /sys/fs/cgroup, under a
-  fresh ``cgalloc-test-bench-<pid>-<n>`` cgroup root per round, all removed afterwards. It
-  enables controllers in the root's cgroup.subtree_control, so never run it on a real node:
+- the real cgroupfs at /sys/fs/cgroup, under a fresh ``cgalloc-test-bench-<pid>-<n>`` cgroup
+  root per round, all removed afterwards: as root on a cgroup v1 (or hybrid) host, where setup
+  writes only below that root (each hierarchy is its own mount), or with
+  ``CGALLOC_BENCH_REAL=1`` inside a VM lane. On a v2 host setup enables controllers in the
+  root's cgroup.subtree_control, so there it runs only in a VM:
   ``python -m tests.vm.run --lane v2 -- python -m pytest bench/bench_setup.py --benchmark-only``.
 
 Targets (recorded, not asserted): the re-run makes zero writes; cold setup no slower than the
@@ -52,7 +54,25 @@ from cgalloc.config import load_node_config
 from cgalloc.plan import hierarchy_mounts
 
 PODS = int(os.environ.get("CGALLOC_BENCH_PODS", "1000"))
-REAL = os.environ.get("CGALLOC_BENCH_REAL") == "1"
+
+
+def _real() -> bool:
+    """Whether setup is measured on the real cgroupfs: asked for (a VM lane), or as root on a
+    v1/hybrid host, where setup writes nothing outside the bench's own cgroups."""
+    if os.environ.get("CGALLOC_BENCH_REAL") == "1":
+        return True
+    if os.geteuid() != 0:
+        return False
+    from cgalloc.errors import HostError
+
+    try:
+        h = detect()
+    except HostError:
+        return False
+    return h.version in ("v1", "hybrid") and {"cpu", "memory", "pids"} <= set(h.v1_mounts)
+
+
+REAL = _real()
 ROUNDS = int(os.environ.get("CGALLOC_BENCH_ROUNDS", "3"))
 NODE = [
     "--capacity",

@@ -5,14 +5,20 @@ same files.
 
 Every contender gets a fresh tree each round, made and removed outside its timing (the tree,
 node arguments and scripts are bench_setup.py's). The floor needs a real cgroupfs (its mkdir
-makes the interface files): with ``CGALLOC_BENCH_REAL=1``, inside a VM lane only, since it
-enables controllers in the root's cgroup.subtree_control. Without it the tree is the fake v2
-one, and the floor claims are reported as not measurable here.
+makes the interface files): as root on a cgroup v1 host (setup writes only below the bench's
+own ``cgalloc-test-bench-*`` cgroups there), or with ``CGALLOC_BENCH_REAL=1`` in a VM lane (on
+v2 setup enables controllers in the root's cgroup.subtree_control). Elsewhere the tree is the
+fake v2 one, and the floor claims are reported as not measurable here.
+
+cgalloc's contenders run in this process (``cgalloc.cli.main``), as the floor's clock times its
+syscalls only; the same commands as whole processes (``python -m cgalloc``, with the
+interpreter's start and the imports) are shown beside them, without a target.
 """
 
 from __future__ import annotations
 
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 
@@ -20,6 +26,8 @@ from bench import bench_setup as bs
 from bench.report import Suite, Target
 from bench.rounds import Contender, interleave, process, timed
 from bench.trees import build_c
+from cgalloc import plan_memo
+from cgalloc.cgroupfs import detect
 
 CGALLOC_COLD = "cgalloc setup, cold"
 CGALLOC_QUIET = "cgalloc setup --quiet, cold"
@@ -27,6 +35,10 @@ FLOOR_COLD = "C floor: the same mkdir/write syscalls"
 SHELL_COLD = "shell script, batched mkdir -p + echo"
 CGALLOC_RERUN = "cgalloc setup, re-run (0 writes)"
 FLOOR_RERUN = "C floor: reading the same files"
+CGALLOC_REPLAN = "cgalloc setup, re-run planned in full (no memo)"
+WHOLE_COLD = "cgalloc setup --quiet, cold, whole process"
+WHOLE_RERUN = "cgalloc setup --quiet, re-run, whole process"
+NO_FLOOR = "the floor needs a real cgroupfs (as root on a v1 host, or CGALLOC_BENCH_REAL=1 in a VM)"
 
 
 def _on_fresh(prepare: Callable[[bs.Node], object], timed: Callable[[object], float]):
@@ -57,10 +69,27 @@ def _quiet_checked(node: bs.Node) -> float:
     return seconds
 
 
+def _without_memo(node: bs.Node) -> bs.Node:
+    """The finished tree with setup's plan memo removed: the next run plans in full, as one
+    whose inputs changed does."""
+    node.cgalloc()
+    (node.base / "state" / plan_memo.MEMO_NAME).unlink()
+    return node
+
+
 def _zero_writes(node: bs.Node) -> None:
     result = node.cgalloc()
     if result["writes"]:
         raise RuntimeError(f"the re-run made {result['writes']} writes")
+
+
+def _whole(node: bs.Node) -> float:
+    """``python -m cgalloc setup --quiet`` as a process (the interpreter's start and imports
+    included); then, untimed, proof it did the whole setup."""
+    seconds = process([sys.executable, "-m", "cgalloc", "setup", *node.args, "--quiet"])()
+    if node.actions():
+        raise RuntimeError("setup --quiet (whole process) left changes undone")
+    return seconds
 
 
 def _floor_run(binary: str) -> Callable[[object], float]:
@@ -95,8 +124,16 @@ def suite(bindir: str | None = None) -> Suite:
             CGALLOC_RERUN, _on_fresh(_cgalloc_rerun, lambda n: timed(lambda: _zero_writes(n))()),
             bs.PODS,
         ),
+        Contender(
+            CGALLOC_REPLAN, _on_fresh(_without_memo, lambda n: timed(lambda: _zero_writes(n))()),
+            bs.PODS, note="what a re-run costs without cgalloc/plan_memo.py",
+        ),
+        Contender(WHOLE_COLD, _on_fresh(lambda n: n, _whole), bs.PODS,
+                  note="python -m cgalloc: start and imports included"),
+        Contender(WHOLE_RERUN, _on_fresh(_cgalloc_rerun, _whole), bs.PODS,
+                  note="python -m cgalloc: start and imports included"),
     ]  # fmt: skip
-    why = "" if bs.REAL else "the floor needs a real cgroupfs (CGALLOC_BENCH_REAL=1 in a VM lane)"
+    why = "" if bs.REAL else NO_FLOOR
     binary = build_c("setup_floor", bindir) if bs.REAL else None
     if bs.REAL and binary is None:
         why = "no C compiler for csrc/setup_floor.c"
@@ -104,7 +141,7 @@ def suite(bindir: str | None = None) -> Suite:
         cold_ops = lambda n: bs._floor_ops(n, rerun=False)  # noqa: E731
         cs.insert(1, Contender(FLOOR_COLD, _on_fresh(cold_ops, _floor_run(binary)), bs.PODS))
         cs.append(Contender(FLOOR_RERUN, _on_fresh(_floor_rerun_ops, _floor_run(binary)), bs.PODS))
-    where = "real cgroupfs" if bs.REAL else "fake v2 tree (tmpfs)"
+    where = f"real {detect().version} cgroupfs" if bs.REAL else "fake v2 tree (tmpfs)"
     result = Suite(f"setup of {bs.PODS} pods, {where}", "pod", cs)
     result.times = interleave(cs)
     result.targets = [

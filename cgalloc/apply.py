@@ -26,7 +26,7 @@ from typing import NoReturn, Protocol
 from cgalloc import core
 from cgalloc.cgroupfs import cgroup_file
 from cgalloc.errors import CgallocError, InputError, Interrupted
-from cgalloc.ownership import BOOT_ID_FILE, Record, StateDir, journal_entry
+from cgalloc.ownership import BOOT_ID_FILE, Record, StateDir
 from cgalloc.plan import Action, LiveTree, Plan, cgroup_depth, read_file, undo_actions
 from cgalloc.systemd import (
     Systemd,
@@ -273,7 +273,7 @@ def apply(
     if not plan.actions:
         return result
     try:
-        state.journal([_entry(a) for a in plan.actions if a.kind != "move"])
+        state.journal([_change(a) for a in plan.actions if a.kind != "move"])
     except OSError as exc:
         with contextlib.suppress(OSError):
             state.discard_journal()
@@ -371,9 +371,11 @@ def _batch(roots: Roots, chunk: list[Action]) -> tuple[int, BaseException | None
     return core.apply_ops(ops)
 
 
-def _entry(a: Action) -> dict:
+def _change(a: Action) -> tuple:
+    """``a`` as the journal and the record take a change: (kind, mount, path, file, old,
+    controllers)."""
     controllers = a.new.replace("+", "").split() if a.kind == "enable" else ()
-    return journal_entry(a.kind, a.mount, a.path, a.file, a.old, controllers)
+    return a.kind, a.mount, a.path, a.file, a.old, controllers
 
 
 def _fail(state, record, result, created, roots, switches, units, exc, what: str) -> NoReturn:
@@ -413,9 +415,10 @@ def _abort(state, record, result, created, roots, switches, units, why, error, e
 
 
 def _fold(record: Record, done: list[Action]) -> Record:
+    note = record.note_change
     for a in done:
         if a.kind != "move":
-            record.note(_entry(a))
+            note(*_change(a))
     return record
 
 
@@ -442,25 +445,32 @@ def _has_procs(mount: str, path: str) -> bool:
     return bool((read_file(mount, path, "cgroup.procs") or "").strip())
 
 
+def _bad_file(f: str) -> bool:
+    """A recorded file name setup never writes: empty, a path, hidden, or unsafe."""
+    return not f or "/" in f or f.startswith(".") or _unsafe(f)
+
+
 def _unsafe(name: str) -> bool:
     # a NUL cannot reach a syscall (ValueError) and setup never writes a newline in a name
     return "\x00" in name or "\n" in name
 
 
-def _outside(root: str, mount: str, path: str, what: str, live: LiveTree) -> bool:
-    """Whether a record entry points outside the hierarchy mounted at (or just below) ``root``:
-    setup only ever records a mount that is the root (v2) or a directory in it (v1), and a
-    normalised relative cgroup path below that mount (the root cgroup itself only for the
-    controllers it enabled)."""
-    root = os.path.normpath(root)
+def _mount_outside(root: str, mount: str) -> bool:
+    """Whether a record's mount is not one setup records below ``root`` (normalised): the
+    root itself (v2) or a directory in it (v1)."""
     if not os.path.isabs(mount) or os.path.normpath(mount) != mount or _unsafe(mount):
         return True
-    if mount != root and os.path.dirname(mount) != root:
-        return True
+    return mount != root and os.path.dirname(mount) != root
+
+
+def _outside(mount: str, path: str, what: str, live: LiveTree) -> bool:
+    """Whether a record entry of a mount that passed :func:`_mount_outside` points outside
+    it: setup only ever records a normalised relative cgroup path below that mount (the root
+    cgroup itself only for the controllers it enabled)."""
     if not path:
         return what != "enabled"
     parts = path.split("/")
-    if any(p in ("", ".", "..") or _unsafe(p) for p in parts):
+    if "" in parts or "." in parts or ".." in parts or _unsafe(path):
         return True
     if live.symlink_in(mount, parts) is None:
         return False  # no symlink below the mount: the path stays below it
@@ -474,21 +484,29 @@ def check_managed(root: str, record: Record) -> None:
     # a record lists thousands of cgroups under a few shared parents: each listed once, and
     # each cgroup judged once, though it has several entries (created, written, changed)
     live = LiveTree()
+    root = os.path.normpath(root)
+    mounts: dict[str, bool] = {}
     judged: dict[tuple[str, str, bool], bool] = {}
-    bad = []
+    outside_entries = []
     for what, mount, path in record.entries():
         key = (mount, path, what == "enabled")  # what matters only for the root cgroup
         outside = judged.get(key)
         if outside is None:
-            outside = judged[key] = _outside(root, mount, path, what, live)
+            bad_mount = mounts.get(mount)
+            if bad_mount is None:
+                bad_mount = mounts[mount] = _mount_outside(root, mount)
+            outside = bad_mount or _outside(mount, path, what, live)
+            judged[key] = outside
         if outside:
-            where = os.path.join(mount, path)
-            bad.append(f"  {what} {where!r}" if _unsafe(where) else f"  {what} {where}")
+            outside_entries.append((what, mount, path))
+    bad = []
+    for what, mount, path in sorted(outside_entries):  # only these need an order
+        where = os.path.join(mount, path)
+        bad.append(f"  {what} {where!r}" if _unsafe(where) else f"  {what} {where}")
     bad += [
         f"  {kind} file {f!r} of {os.path.join(m, p)}"
         for kind, files in (("changed", record.changed), ("written", record.written))
-        for m, p, f in sorted(files)
-        if not f or "/" in f or f.startswith(".") or _unsafe(f)
+        for m, p, f in sorted(k for k in files if _bad_file(k[2]))
     ]
     if bad:
         raise InputError(
@@ -632,7 +650,7 @@ def plan_undo(plan: Plan, record: Record, units: UnitRecord | None = None):
     holds that ``plan``'s inputs no longer want; returns the stale parts (Record, UnitRecord
     or None) for :func:`converge`. ``record`` has passed :func:`check_managed`: this reads
     the files its stale entries name."""
-    stale = record.stale(plan.wanted_dirs, set(plan.wanted_files))
+    stale = record.stale(plan.wanted_dirs, plan.seeded.union(plan.wanted_files))
     stale_u = None
     if units is not None:
         files: dict[str, dict[str, str]] = {}

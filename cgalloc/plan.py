@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from cgalloc import core, procs
 from cgalloc.allocatable import check_enforceable, compute, cpu_sets
@@ -55,11 +57,14 @@ MEMSW_FILE = "memory.memsw.limit_in_bytes"
 READ_CHUNK = 65536
 READ_SLOT = 512  # read_many's bytes per file: a managed file's value is far shorter
 GONE = (-errno.ENOENT, -errno.ENOTDIR)  # read_file's None
+SEED_FILES = ("cpuset.mems", "cpuset.cpus")  # a new v1 cpuset cgroup's, mems first
 
 
-@dataclass(frozen=True)
-class Action:
-    """One change. ``mount`` is a hierarchy mount point, ``path`` a cgroup below it ("" = root)."""
+class Action(NamedTuple):
+    """One change. ``mount`` is a hierarchy mount point, ``path`` a cgroup below it ("" = root).
+
+    A NamedTuple, not a frozen dataclass: a 1000-pod setup makes ~11,000 of them, and a frozen
+    dataclass's ``__init__`` (one ``object.__setattr__`` per field) cost ~15 ms of its plan."""
 
     kind: str  # "mkdir" | "enable" | "write" | "move"; undoing: "restore" | "rmdir" | "stop" |
     # "unit" (restore a unit's properties: ``file`` lists them)
@@ -112,15 +117,49 @@ class Action:
 
 def _below(root: str, mount: str, path: str) -> str:
     """``mount``/``path`` relative to ``root`` ("" for the root itself). The plain prefix cut
-    is the common case (a plan's mounts are its root or directories in it); relpath, ~10x the
-    cost per action, only for anything else."""
-    if mount == root or mount == root.rstrip("/"):
+    is the common case (a plan's mounts are its root or directories in it), decided once per
+    mount; relpath, ~10x the cost per action, only for anything else."""
+    rest = _mount_below(root, mount)
+    if rest is None:
+        rel = os.path.relpath(os.path.join(mount, path), root)
+        return "" if rel == "." else rel
+    if not rest:
         return path
+    return f"{rest}/{path}" if path else rest
+
+
+@functools.lru_cache(maxsize=64)
+def _mount_below(root: str, mount: str) -> str | None:
+    """``mount`` relative to ``root`` when it is the root or a plain directory below it
+    ("" for the root), else None."""
+    if mount == root or mount == root.rstrip("/"):
+        return ""
     if mount.startswith(root.rstrip("/") + "/") and "/." not in mount and "//" not in mount:
-        rest = mount[len(root.rstrip("/")) + 1 :]
-        return f"{rest}/{path}" if path else rest
-    rel = os.path.relpath(os.path.join(mount, path), root)
-    return "" if rel == "." else rel
+        return mount[len(root.rstrip("/")) + 1 :]
+    return None
+
+
+class EveryMount(Collection):
+    """(mount, path) for every path in every mount, without a tuple made for each (a
+    1000-pod node wants ~6,000 on v1)."""
+
+    __slots__ = ("mounts", "paths")
+
+    def __init__(self, paths: Collection[str], mounts: Iterable[str]) -> None:
+        self.paths = paths
+        self.mounts = frozenset(mounts)
+
+    def __contains__(self, key: object) -> bool:
+        return (
+            isinstance(key, tuple) and len(key) == 2 and key[1] in self.paths
+            and key[0] in self.mounts
+        )  # fmt: skip
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return ((m, p) for p in self.paths for m in self.mounts)
+
+    def __len__(self) -> int:
+        return len(self.paths) * len(self.mounts)
 
 
 @dataclass
@@ -132,8 +171,13 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     # what the desired tree holds: (mount, cgroup) with their ancestors, (mount, cgroup, file)
     # → value
-    wanted_dirs: set[tuple[str, str]] = field(default_factory=set)
+    wanted_dirs: Collection[tuple[str, str]] = field(default_factory=set)
     wanted_files: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # the v1 cpuset.cpus/mems a new cgroup is given (_cpuset_seed): still wanted while the
+    # cgroup is, though a re-run that finds the cgroup plans no value for them
+    seeded: set[tuple[str, str, str]] = field(default_factory=set)
+    # v2: (mount, cgroup) → the controllers its cgroup.subtree_control must enable
+    wanted_enabled: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
     # what earlier runs did that these inputs no longer want, to undo after ``actions``
     # (:func:`undo_actions`)
     undo: list[Action] = field(default_factory=list)
@@ -222,20 +266,24 @@ class LiveTree:
     """
 
     def __init__(self) -> None:
-        # directory -> {child name: (is a symlink, is a directory following links)}, or None
-        self._lists: dict[str, dict[str, tuple[bool, bool]] | None] = {}
+        # (mount, parent) -> {child name: (is a symlink, is a directory following links)},
+        # or None when the parent is missing
+        self._lists: dict[tuple[str, str], dict[str, tuple[bool, bool]] | None] = {}
         self._entries: dict[tuple[str, str], tuple[bool, bool] | None] = {}
+        self._links: dict[tuple[str, str], str | None] = {}  # symlink_in's answers
 
-    def _children(self, directory: str) -> dict[str, tuple[bool, bool]] | None:
-        if directory not in self._lists:
+    def _children(self, mount: str, parent: str) -> dict[str, tuple[bool, bool]] | None:
+        key = (mount, parent)
+        if key not in self._lists:
+            directory = f"{mount}/{parent}" if parent else mount
             try:
                 with os.scandir(directory) as it:
-                    self._lists[directory] = {e.name: (e.is_symlink(), e.is_dir()) for e in it}
+                    self._lists[key] = {e.name: (e.is_symlink(), e.is_dir()) for e in it}
             except (FileNotFoundError, NotADirectoryError):
-                self._lists[directory] = None
+                self._lists[key] = None
             except OSError:  # searchable but not listable: ask per path, as before
-                self._lists[directory] = UNLISTED
-        return self._lists[directory]
+                self._lists[key] = UNLISTED
+        return self._lists[key]
 
     def _entry(self, mount: str, path: str) -> tuple[bool, bool] | None:
         # the parents of a record's thousands of cgroups are asked about once per cgroup
@@ -247,7 +295,7 @@ class LiveTree:
 
     def _look_up(self, mount: str, path: str) -> tuple[bool, bool] | None:
         parent, _, name = path.rpartition("/")
-        children = self._children(os.path.join(mount, parent) if parent else mount)
+        children = self._children(mount, parent)
         if children is UNLISTED:
             full = os.path.join(mount, path)
             try:
@@ -264,13 +312,33 @@ class LiveTree:
 
     def symlink_in(self, mount: str, parts: list[str]) -> str | None:
         """The first component of ``mount``/``parts`` that is a symlink, or None."""
-        for i in range(1, len(parts) + 1):
-            entry = self._entry(mount, "/".join(parts[:i]))
-            if entry is None:
-                return None  # missing: nothing below it exists
-            if entry[0]:
-                return os.path.join(mount, *parts[:i])
-        return None
+        link = self._link(mount, "/".join(parts))
+        return None if link is MISSING else link
+
+    def _link(self, mount: str, path: str) -> str | None:
+        # A path's answer is its parent's, or else its own entry's: thousands of pods share
+        # a few parents, so each is looked at once (walking up to the nearest known parent,
+        # not recursing: a record's path may be deep). MISSING: nothing below it exists.
+        links = self._links
+        pending = []
+        while (mount, path) not in links:
+            pending.append(path)
+            path = path.rpartition("/")[0]
+            if not path:
+                break
+        link = links.get((mount, path)) if path else None
+        for p in reversed(pending):
+            if link is None:
+                entry = self._entry(mount, p)
+                if entry is None:
+                    link = MISSING
+                elif entry[0]:
+                    link = os.path.join(mount, p)
+            links[(mount, p)] = link
+        return link
+
+
+MISSING = "\x00missing"  # LiveTree._link: a path that does not exist (never a real path)
 
 
 def lacking(path: str, each_mount: Sequence[str], live: LiveTree) -> list[str]:
@@ -505,7 +573,7 @@ def build(
             missing_reserved += [f"{d.role} /{d.path}: {os.path.join(m, d.path)}" for m in absent]
             absent = []
         for mount in absent:
-            structure.append(Action("mkdir", mount, d.path, cgroup=d.path))
+            structure.append(Action("mkdir", mount, d.path, "", None, "", d.path))
             created.add((mount, d.path))
             if not v2 and mounts.get("cpuset") == mount:
                 structure.extend(_cpuset_seed(mount, d.path, final))
@@ -524,7 +592,7 @@ def build(
             if same_value(f, old, v):
                 continue
             shrinking = _shrinks(f, old, v)
-            action = Action("write", mount, d.path, f, old, v, cgroup=d.path)
+            action = Action("write", mount, d.path, f, old, v, d.path)
             writes.append((index, action, shrinking))
 
     if out_of_range:
@@ -540,9 +608,12 @@ def build(
     shrink.sort(key=lambda t: (-t[0], _file_rank(t[1].file, True)))
     plan.actions = structure + [a for _, a in grow] + [a for _, a in shrink]
     plan.wanted_files = dict(final)
-    plan.wanted_dirs = {(m, p) for d in desired for m in each_mount for p in _ancestors(d.path)} | {
-        (m, d.path) for d in desired for m in each_mount
-    }
+    paths = {p for d in desired for p in (*_ancestors(d.path), d.path)}
+    plan.wanted_dirs = EveryMount(paths, each_mount)
+    if not v2 and "cpuset" in mounts:
+        plan.seeded = {(mounts["cpuset"], p, f) for p in paths for f in SEED_FILES}
+    required = frozenset(c for c in mounts if c not in delegated)
+    plan.wanted_enabled = dict.fromkeys(subtree, required)
     plan.refusals = _below_usage(plan.actions, root)
     plan.actions += _moves(desired, moves, mounts, v2, proc_root, plan.warnings)
     return plan
@@ -565,7 +636,7 @@ def _cpuset_seed(mount: str, path: str, final: dict) -> list[Action]:
     """A new v1 cpuset cgroup starts with no cpus or mems; give it its final or parent's ones."""
     parent = os.path.dirname(path)
     out = []
-    for file in ("cpuset.mems", "cpuset.cpus"):
+    for file in SEED_FILES:
         value = final.get((mount, path, file))
         if value is None:
             value = final.get((mount, parent, file))
@@ -744,18 +815,21 @@ def node_plan(
     create_reserved: bool = True,
     moves: Sequence[tuple[str, Sequence[str]]] = (),
     delegated: frozenset[str] = frozenset(),
+    cpus: frozenset[int] | None = None,
 ) -> tuple[Plan, list]:
     """The plan for a NodeConfig and capacity: Allocatable → desired tree → diff.
 
     ``pods`` are podresources.Pod objects (pods.load_pods); their cgroup values follow the
-    hierarchy's version (MemoryQoS is v2-only).
+    hierarchy's version (MemoryQoS is v2-only). ``cpus`` are the node's CPUs
+    (capacity.node_cpus, read when not given).
 
     Returns the plan and the desired cgroups.
     """
     alloc = compute(cfg, capacity)
     check_enforceable(alloc)
     cgroups = pod_cgroups(pods, cfg, hierarchy.version == "v2")
-    cpus = node_cpus(cfg.capacity_overrides)
+    if cpus is None:
+        cpus = node_cpus(cfg.capacity_overrides)
     desired = desired_tree(cfg, alloc, hierarchy, cgroups, cpus)
     p = build(
         hierarchy,

@@ -19,7 +19,7 @@ import functools
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from cgalloc import features
@@ -322,16 +322,31 @@ def _static_dir(path: str, problems: _Problems, out: _Admitted) -> None:
             out.add(pod)
 
 
-def load_pods(paths: Sequence[str], admits: int | None = None) -> list[Pod]:
+def pod_file_texts(paths: Sequence[str]) -> dict[str, str] | None:
+    """The text of every ``--pods`` path, read as :func:`load_pods` reads it (the same
+    refusals, in the same order), or None when one is a directory (static pods)."""
+    if any(os.path.isdir(path) for path in paths):
+        return None
+    return {path: read_bounded(path, FIELD, LIMIT) for path in paths}
+
+
+def load_pods(
+    paths: Sequence[str], admits: int | None = None, texts: Mapping[str, str] | None = None
+) -> list[Pod]:
     """The Pods of every ``--pods`` path; InputError listing every problem, nothing written.
-    More than ``admits`` pods (the node's pod capacity) is refused as soon as it is seen."""
+    More than ``admits`` pods (the node's pod capacity) is refused as soon as it is seen.
+    ``texts`` holds files already read (:func:`pod_file_texts`)."""
     problems = _Problems()
     pods = _Admitted(admits)
     for path in paths:
-        if os.path.isdir(path):
+        if texts is not None and path in texts:
+            text = texts[path]
+        elif os.path.isdir(path):
             _static_dir(path, problems, pods)
             continue
-        for doc in _json_or_yaml(read_bounded(path, FIELD, LIMIT), f"{FIELD} {path}"):
+        else:
+            text = read_bounded(path, FIELD, LIMIT)
+        for doc in _json_or_yaml(text, f"{FIELD} {path}"):
             _objects(doc, path, problems, pods)
     seen: dict[str, str] = {}
     for pod in pods:

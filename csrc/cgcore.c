@@ -849,7 +849,8 @@ static void close_parents(struct parents *p, int nfds)
 
 /* Fills p for dir's parent (kept from the dir before when it is the same) and returns dir's
  * last component: the path to resolve below p->fds[k], or, where p->whole[k], dir itself. */
-static const char *parents_of(struct parents *p, const int *dirfds, int nfds, const char *dir)
+static const char *parents_of(struct parents *p, const int *dirfds, int nfds, const char *dir,
+                              int flags)
 {
     const char *slash = strrchr(dir, '/');
     size_t len = slash ? (size_t)(slash - dir) : 0;
@@ -868,13 +869,17 @@ static const char *parents_of(struct parents *p, const int *dirfds, int nfds, co
         p->whole[k] = 0;
         if (too_long || !p->len)
             continue;
-        int fd = openat(dirfds[k], p->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        int fd = flags & CG_NO_SYMLINKS
+                     ? open_beneath(dirfds[k], p->path, O_PATH | O_DIRECTORY,
+                                    flags & CG_FORCE_WALK)
+                     : openat(dirfds[k], p->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        int err = fd >= 0 ? 0 : flags & CG_NO_SYMLINKS ? -fd : errno;
         if (fd >= 0)
             p->fds[k] = fd;
-        else if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
+        else if (err == EMFILE || err == ENFILE || err == ENOMEM)
             p->whole[k] = 1; /* out of fds (a sampler may hold most): resolve as before */
         else
-            p->errs[k] = errno;
+            p->errs[k] = err;
     }
     p->valid = !too_long; /* a path the kernel refuses anyway: asked again, answered again */
     return name;
@@ -888,7 +893,7 @@ static void *mtime_worker(void *arg)
 
     for (long d = j->lo; d < j->hi; d++) {
         const char *dir = j->dirbuf + j->offs[d];
-        const char *name = parents_of(&p, j->dirfds, j->nfds, dir);
+        const char *name = parents_of(&p, j->dirfds, j->nfds, dir, 0);
         int64_t oldest = INT64_MIN;
 
         for (int k = 0; k < j->nfds; k++) {
@@ -953,7 +958,18 @@ struct files_job {
     char *out;
     size_t slot;
     long *lens;
+    int flags;
 };
+
+/* A file read whole by path below dirfd: as openat resolves it, or with CG_NO_SYMLINKS as
+ * open_beneath does. Returns the fd or -errno. */
+static int open_file(int dirfd, const char *path, int flags)
+{
+    if (flags & CG_NO_SYMLINKS)
+        return open_beneath(dirfd, path, READ_FLAGS, flags & CG_FORCE_WALK);
+    int fd = openat(dirfd, path, READ_FLAGS | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
 
 static void *files_worker(void *arg)
 {
@@ -963,18 +979,26 @@ static void *files_worker(void *arg)
     for (long i = j->lo; i < j->hi; i++) {
         /* a cgroup's files come together: its directory is resolved once for them */
         const char *file = j->pathbuf + j->offs[i];
-        const char *name = parents_of(&p, &j->dirfd, 1, file);
+        const char *name = parents_of(&p, &j->dirfd, 1, file, j->flags);
         if (p.errs[0]) {
             j->lens[i] = -p.errs[0];
             continue;
         }
-        int fd = openat(p.fds[0], p.whole[0] ? file : name, READ_FLAGS | O_CLOEXEC);
-        if (fd < 0 && (errno == EMFILE || errno == ENFILE) && p.len && !p.whole[0]) {
+        int fd;
+        if (p.whole[0]) {
+            fd = open_file(j->dirfd, file, j->flags);
+        } else {
+            /* the last component: no symlink followed there either (ELOOP) */
+            int nofollow = j->flags & CG_NO_SYMLINKS ? O_NOFOLLOW : 0;
+            fd = openat(p.fds[0], name, READ_FLAGS | O_CLOEXEC | nofollow);
+            fd = fd < 0 ? -errno : fd;
+        }
+        if ((fd == -EMFILE || fd == -ENFILE) && p.len && !p.whole[0]) {
             close_parents(&p, 1); /* the parent holds the fd the file needs: resolve whole */
-            fd = openat(j->dirfd, file, READ_FLAGS | O_CLOEXEC);
+            fd = open_file(j->dirfd, file, j->flags);
         }
         if (fd < 0) {
-            j->lens[i] = -errno;
+            j->lens[i] = fd;
             continue;
         }
         /* one read, as a cgroup file comes whole: a short one is all of it */
@@ -986,11 +1010,12 @@ static void *files_worker(void *arg)
 }
 
 int cg_read_files(int dirfd, const char *pathbuf, const size_t *path_offs, int npaths,
-                  int nthreads, char *out, size_t slot, long *lens)
+                  int nthreads, char *out, size_t slot, long *lens, int flags)
 {
     struct files_job jobs[CG_MAX_THREADS];
 
-    if (npaths < 0 || slot < 1 || (npaths > 0 && (!out || !lens)))
+    if (npaths < 0 || slot < 1 || (npaths > 0 && (!out || !lens)) ||
+        (flags & ~(CG_NO_SYMLINKS | CG_FORCE_WALK)))
         return -EINVAL;
     if (check_dirs(pathbuf, path_offs, npaths) < 0)
         return -EINVAL;
@@ -1002,7 +1027,7 @@ int cg_read_files(int dirfd, const char *pathbuf, const size_t *path_offs, int n
     int n = pick_threads(nthreads, npaths);
     for (int t = 0; t < n; t++)
         jobs[t] = (struct files_job){dirfd, pathbuf, path_offs, cut(npaths, t, n, 1),
-                                     cut(npaths, t + 1, n, 1), out, slot, lens};
+                                     cut(npaths, t + 1, n, 1), out, slot, lens, flags};
     spawn_join(jobs, sizeof jobs[0], n, files_worker);
     return 0;
 }

@@ -26,8 +26,10 @@
 
 /* cg_open_root flags */
 #define CG_ALLOW_ANY_FS 1
-/* cg_write / cg_mkdir / cg_rmdir / cg_read_text flags */
+/* cg_write / cg_mkdir / cg_rmdir / cg_read_text flags (and cg_read_files, with
+ * CG_NO_SYMLINKS) */
 #define CG_FORCE_WALK 1 /* skip openat2 and resolve component by component (tests) */
+#define CG_NO_SYMLINKS 2 /* cg_read_files: no symlink in any component (-ELOOP), nor ".." */
 
 #define CG_MAGIC_CGROUP 0x27e0eb
 #define CG_MAGIC_CGROUP2 0x63677270
@@ -70,11 +72,13 @@ int cg_oldest_mtimes(const int *dirfds, int nfds, const char *marker, const char
                      const size_t *dir_offs, int ndirs, int nthreads, int64_t *mtime_ns);
 
 /* Each file (relative paths packed as dirs are for cg_read, resolved below dirfd as openat
- * does) read with one read() into its slot of out (slot bytes each, file i at i * slot):
- * lens[i] is its length, or -errno (-EFBIG when it fills the slot). nthreads as for cg_read.
- * Returns 0, or -EINVAL before any I/O if a path is malformed or empty, or slot is 0. */
+ * does, or with flags CG_NO_SYMLINKS as cg_write resolves them) read with one read() into its
+ * slot of out (slot bytes each, file i at i * slot): lens[i] is its length, or -errno (-EFBIG
+ * when it fills the slot; -EISDIR for a directory, which tells one exists). nthreads as for
+ * cg_read. Returns 0, or -EINVAL before any I/O if a path is malformed or empty, slot is 0 or
+ * a flag unknown. */
 int cg_read_files(int dirfd, const char *pathbuf, const size_t *path_offs, int npaths,
-                  int nthreads, char *out, size_t slot, long *lens);
+                  int nthreads, char *out, size_t slot, long *lens, int flags);
 
 /* Persistent sampler: by default keeps one fd per (dir, file) and re-reads with pread (see
  * cg_sampler_set_policy for keeping fewer). check_nlink:

@@ -211,7 +211,7 @@ static void test_read_files(int root)
     pack(N, names, buf, offs);
     for (int threads = 1; threads <= 3; threads++) {
         memset(lens, 0, N * sizeof *lens);
-        CHECK(cg_read_files(root, buf, offs, N, threads, out, SLOT, lens) == 0);
+        CHECK(cg_read_files(root, buf, offs, N, threads, out, SLOT, lens, 0) == 0);
         for (int i = 0; i < N; i++) {
             if (i % 3 == 2 || i % 5 == 0)
                 CHECK(lens[i] == -ENOENT); /* q2 does not exist; f0, f5, ... were not made */
@@ -226,15 +226,46 @@ static void test_read_files(int root)
     const size_t ob[] = {0, 9, 12};
     const char empty[] = "rf/q0/f1\0";
     const size_t oe[] = {0, 9, 10};
-    CHECK(cg_read_files(root, bad, ob, 2, 1, out, SLOT, lens) == -EINVAL);
-    CHECK(cg_read_files(root, empty, oe, 2, 1, out, SLOT, lens) == -EINVAL);
-    CHECK(cg_read_files(root, buf, offs, N, 1, out, 0, lens) == -EINVAL);
-    CHECK(cg_read_files(root, buf, offs, -1, 1, out, SLOT, lens) == -EINVAL);
-    CHECK(cg_read_files(root, buf, offs, N, 1, NULL, SLOT, lens) == -EINVAL);
-    CHECK(cg_read_files(root, buf, offs, 0, 1, out, SLOT, lens) == 0);
+    CHECK(cg_read_files(root, bad, ob, 2, 1, out, SLOT, lens, 0) == -EINVAL);
+    CHECK(cg_read_files(root, empty, oe, 2, 1, out, SLOT, lens, 0) == -EINVAL);
+    CHECK(cg_read_files(root, buf, offs, N, 1, out, 0, lens, 0) == -EINVAL);
+    CHECK(cg_read_files(root, buf, offs, -1, 1, out, SLOT, lens, 0) == -EINVAL);
+    CHECK(cg_read_files(root, buf, offs, N, 1, NULL, SLOT, lens, 0) == -EINVAL);
+    CHECK(cg_read_files(root, buf, offs, 0, 1, out, SLOT, lens, 0) == 0);
     free(buf);
     free(out);
     free(lens);
+}
+
+/* CG_NO_SYMLINKS (with openat2, and with the O_NOFOLLOW walk): a symlinked directory or
+ * file is -ELOOP where plain reads follow it; a directory answers -EISDIR; the rest reads
+ * as without the flag. (linkdir -> kubepods and kubepods/link.max -> memory.max are made by
+ * main.) */
+static void test_read_files_no_symlinks(int root)
+{
+    enum { N = 6, SLOT = 32 };
+    char names[N][32] = {"kubepods/memory.max", "linkdir/memory.max", "kubepods/link.max",
+                         "kubepods/burstable", "kubepods/gone", "linkdir"};
+    char files[N * 32];
+    size_t offs[N + 1];
+    char out[N * SLOT];
+    long lens[N];
+    int modes[] = {CG_NO_SYMLINKS, CG_NO_SYMLINKS | CG_FORCE_WALK};
+
+    pack(N, names, files, offs);
+    CHECK(cg_read_files(root, files, offs, N, 1, out, SLOT, lens, 0) == 0);
+    CHECK(lens[0] == 10 && lens[1] == 10 && lens[2] == 10 && lens[3] == -EISDIR);
+    CHECK(lens[4] == -ENOENT && lens[5] == -EISDIR);
+    for (int m = 0; m < 2; m++) {
+        for (int threads = 1; threads <= 2; threads++) {
+            memset(lens, 0, sizeof lens);
+            CHECK(cg_read_files(root, files, offs, N, threads, out, SLOT, lens, modes[m]) == 0);
+            CHECK(lens[0] == 10 && !memcmp(out, "104857600\n", 10));
+            CHECK(lens[1] == -ELOOP && lens[2] == -ELOOP && lens[3] == -EISDIR);
+            CHECK(lens[4] == -ENOENT && lens[5] == -ELOOP);
+        }
+    }
+    CHECK(cg_read_files(root, files, offs, N, 1, out, SLOT, lens, 4) == -EINVAL);
 }
 
 /* With no fd to spare for a parent (a sampler may hold most of them), each path is resolved
@@ -266,11 +297,11 @@ static void test_parents_without_fds(int root)
     CHECK(errno == EMFILE);
     /* no fd free: the stats need none; a file read cannot be had */
     CHECK(cg_oldest_mtimes(&root, 1, "marker", dirbuf, offs, 3, 1, t) == 0);
-    CHECK(cg_read_files(root, files, foffs, 2, 1, out, 16, lens) == 0);
+    CHECK(cg_read_files(root, files, foffs, 2, 1, out, 16, lens, 0) == 0);
     CHECK(lens[0] == -EMFILE && lens[1] == -EMFILE);
     /* one fd free: the parent must not keep the one the file needs */
     close(fill[--nfill]);
-    CHECK(cg_read_files(root, files, foffs, 2, 1, out, 16, lens) == 0);
+    CHECK(cg_read_files(root, files, foffs, 2, 1, out, 16, lens, 0) == 0);
     while (nfill)
         close(fill[--nfill]);
     CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
@@ -562,6 +593,7 @@ int main(void)
     test_oldest_over_hierarchies();
     test_parents_without_fds(root);
     test_read_files(root);
+    test_read_files_no_symlinks(root);
     test_many_dirs_threads(root);
     test_sampler(root);
     test_writes(root, 0);

@@ -212,3 +212,28 @@ def test_dry_run_lists_the_values_it_would_restore(tree, tmp_path, capsys):
     } in doc["undo"]
     assert len(doc["undo"]) == 6
     assert snapshot(tree) == before
+
+
+def test_a_v1_rerun_keeps_the_record_of_the_cpusets_it_seeded(tmp_path, monkeypatch, capsys):
+    """A new v1 cpuset cgroup gets its parent's cpus and mems (plan._cpuset_seed). A re-run
+    finds the cgroup and plans no value for them, yet they are still wanted: the re-run must
+    neither call them stale nor rewrite the record (it dropped them, saving the record, on
+    the first re-run after every cold setup)."""
+    root, _ = fake_hierarchy(tmp_path, "v1")
+    use_fake_tree(monkeypatch, tmp_path)
+    state = tmp_path / "state"
+    pods = tmp_path / "pods.json"
+    pods.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "p", "uid": "0f6e1d5c-0000-4000-8000-000000000001"}, "spec": {
+        "containers": [{"name": "c"}]}}))  # fmt: skip
+    args = ["--cgroupfs", str(root), "--state-dir", str(state), "--pods", str(pods)]
+    code, _, err = run_cli(capsys, "setup", *CAP, *args)
+    assert code == 0, err
+    record = json.loads((state / "owned.json").read_text())
+    seeded = [r for r in record["written"] if r[2] in ("cpuset.cpus", "cpuset.mems")]
+    assert any("pod0f6e1d5c" in r[1] for r in seeded), seeded
+    before = (state / "owned.json").stat().st_mtime_ns
+    code, out, err = run_cli(capsys, "setup", *CAP, *args)
+    assert (code, out.splitlines()[-1]) == (0, "no changes: 0 writes"), err
+    assert (state / "owned.json").stat().st_mtime_ns == before
+    assert json.loads((state / "owned.json").read_text()) == record

@@ -80,3 +80,28 @@ def test_a_circular_document_is_refused_as_the_json_module_refuses_it():
     loop.append(loop)
     with pytest.raises(ValueError, match="Circular"):
         jsonout.dump(loop)
+
+
+TRICKY = st.sampled_from(['", "', ', "', '\\", "', "\\", '"', ", ", "}, {", "\u2028", "\udc80", ""])
+
+
+@PROPS
+@given(
+    st.dictionaries(
+        st.text(max_size=6) | TRICKY,
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(),
+            TRICKY,
+            st.text(max_size=6) | TRICKY.map(lambda t: t + t),
+        ),
+        max_size=6,
+    )
+)
+def test_a_flat_mapping_whose_strings_look_like_separators(data):
+    """A dict of scalars is encoded whole and cut at its separators (jsonout._flat): text
+    inside its strings that looks like one (`, "`, a quote, a brace pair) must not be cut."""
+    assert jsonout.dump([data, {"k": data}]) == json.dumps(
+        [data, {"k": data}], indent=2, sort_keys=True
+    )

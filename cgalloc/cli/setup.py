@@ -10,9 +10,11 @@ import inspect
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import typer
 
+from cgalloc import plan_memo
 from cgalloc.allocatable import pods_capacity
 from cgalloc.apply import (
     Interrupted,
@@ -28,7 +30,8 @@ from cgalloc.apply import (
     signal_name,
 )
 from cgalloc.apply import switches as current_switches
-from cgalloc.cgroupfs import detect
+from cgalloc.capacity import node_cpus
+from cgalloc.cgroupfs import Hierarchy, detect
 from cgalloc.cli.inputs import (
     NodeInputs,
     NodeInputsCommand,
@@ -51,7 +54,8 @@ from cgalloc.errors import HostError, InputError
 from cgalloc.limits import WEIGHT_FORMULAS
 from cgalloc.ownership import StateDir
 from cgalloc.plan import Action, Plan, node_plan, require_no_refusals
-from cgalloc.pods import load_pods, resize_warnings
+from cgalloc.plan_memo import inputs_digest
+from cgalloc.pods import load_pods, pod_file_texts, resize_warnings
 from cgalloc.systemd import (
     SYSTEMD_CONTROLLERS,
     Systemd,
@@ -108,15 +112,15 @@ class TreeOptions:
         running = systemd_running() and not switches.allow_any_fs
         return use_dbus(self.systemd_mode, driver, running)
 
-    def plan(self, cfg: NodeConfig, switches: TestSwitches) -> Plan:
-        """The plan for ``cfg`` (loaded once by the command) on this host's tree."""
+    def basis(self, cfg: NodeConfig, switches: TestSwitches) -> PlanBasis:
+        """What the plan is made from besides ``cfg``, read once: the one setup plans from is
+        the one its memo's digest covers (plan_memo)."""
         if self.weight_formula not in WEIGHT_FORMULAS:
             raise InputError(
                 f"--cpu-weight-formula {self.weight_formula!r} is not one of "
                 f"{', '.join(WEIGHT_FORMULAS)}."
             )
         capacity = node_capacity(cfg)
-        delegated = SYSTEMD_CONTROLLERS if self.dbus(cfg.cgroup_driver, switches) else frozenset()
         paths = list(self.pods)
         if self.static_pods:
             if not cfg.static_pod_path:
@@ -125,9 +129,14 @@ class TreeOptions:
                     " file the kubelet reads static pods from."
                 )
             paths.append(cfg.static_pod_path)
-        pods = load_pods(paths, pods_capacity(cfg, capacity).value()) if paths else []
+        texts = pod_file_texts(paths)
         hierarchy = detect(self.cgroupfs, switches.mountinfo)
-        moves = [
+        cpus = node_cpus(cfg.capacity_overrides)
+        return PlanBasis(capacity, paths, texts, hierarchy, cpus)
+
+    def moves(self) -> list[tuple[str, list[str]]]:
+        """(role, process names) to move into that role's cgroup."""
+        return [
             (role, names)
             for role, names in (
                 ("kube-reserved", _names(self.kube_procs)),
@@ -135,21 +144,50 @@ class TreeOptions:
             )
             if names
         ]
+
+    def memo_key(self, cfg: NodeConfig, basis: PlanBasis, dbus: bool) -> str | None:
+        """The digest of every input of the plan (plan_memo), or None where setup keeps no
+        memo: processes to move, systemd units over D-Bus, static pods from a directory."""
+        if dbus or self.moves() or basis.texts is None:
+            return None
+        return inputs_digest(
+            [cfg, basis.capacity, basis.hierarchy, sorted(basis.cpus), self.cgroupfs,
+             self.weight_formula, self.create_reserved, list(basis.texts.items())]
+        )  # fmt: skip
+
+    def plan(self, cfg: NodeConfig, switches: TestSwitches, basis: PlanBasis | None = None) -> Plan:
+        """The plan for ``cfg`` (loaded once by the command) on this host's tree."""
+        basis = basis or self.basis(cfg, switches)
+        delegated = SYSTEMD_CONTROLLERS if self.dbus(cfg.cgroup_driver, switches) else frozenset()
+        admits = pods_capacity(cfg, basis.capacity).value()
+        pods = load_pods(basis.paths, admits, basis.texts) if basis.paths else []
+        moves = self.moves()
         p, _ = node_plan(
             cfg,
-            capacity,
-            hierarchy,
+            basis.capacity,
+            basis.hierarchy,
             pods,
             weight_formula=self.weight_formula,
             create_reserved=self.create_reserved,
             moves=moves,
             delegated=delegated,
+            cpus=basis.cpus,
         )
         p.warnings[:0] = resize_warnings(pods)  # in -o json's warnings too
         warn(p.warnings)
         if moves:
             warn([PROCS_DO_NOT_PERSIST])
         return p
+
+
+class PlanBasis(NamedTuple):
+    """The host and files a plan is made from (TreeOptions.basis)."""
+
+    capacity: dict
+    paths: list[str]  # --pods files (and staticPodPath)
+    texts: dict[str, str] | None  # their text; None when one is a directory
+    hierarchy: Hierarchy
+    cpus: frozenset[int]
 
 
 def _names(values: list[str]) -> list[str]:
@@ -347,46 +385,33 @@ def register(app: typer.Typer) -> None:
                 if not count
                 else f"dry run: {count} changes planned, nothing written"
             )
-            doc = {"dryRun": True, "plan": p.to_json(), "writes": 0}
-            report(doc, plan_lines(p, dbus), summary, output, quiet)
+            if not quiet:
+                doc = {"dryRun": True, "plan": p.to_json(), "writes": 0}
+                report(doc, plan_lines(p, dbus), summary, output)
             require_no_refusals(p, force)
             return
         require_root(switches)
+        basis = tree.basis(cfg, switches)
+        key = tree.memo_key(cfg, basis, dbus)
+        signals = SignalGuard()  # entered around the changes only
+        units = None
         with state.locked():
-            record = state.load()
-            warn(state.notes)
-            check_managed(tree.cgroupfs, record)
-            p = tree.plan(cfg, switches)
-            require_no_refusals(p, force)
-            warn(enforcement_warnings(cfg))
-            units = client = None
-            if dbus:
-                v2 = p.version == "v2"
-                client = Systemd()
-                units = SystemdUnits.for_plan(client, state_dir, p, v2, cgroup_roles(cfg))
-            started = set(units.record.started) if units else set()
-            # What earlier runs did that these inputs no longer want, undone after applying.
-            # Planned now, so the plan shown is whole: applying adds only wanted entries to
-            # either record, so it cannot change what is stale.
-            unit_record = units.record if units else None
-            stale, stale_u = plan_undo(p, record, unit_record)
-            table = output is OutputFormat.table and not quiet
-            if table and (p.actions or p.undo):
-                # the plan first, so an operator sees what is about to change
-                typer.echo(printable("\n".join(f"  {line}" for line in plan_lines(p, dbus))))
-            on_done = progress(p, dbus) if table and p.actions else None
-            # SIGINT/SIGTERM/SIGHUP from here on are recorded, not raised: before the last
-            # change apply undoes every change and raises Interrupted; after it the changes
-            # stay (they are recorded), converge stops, and the run ends with 128 + signo.
-            with SignalGuard() as signals:
-                result: Result = apply(
-                    p, state, record, switches=switches, units=units, on_done=on_done,
-                    signals=signals,
+            p = plan_memo.in_sync(state, key, basis.hierarchy.root)
+            if p is not None:  # the memo's tree holds: nothing to change, as a full plan finds
+                warn(p.warnings)
+                warn(enforcement_warnings(cfg))
+                result = cleaned = Result(p.root)
+                started: set[str] = set()
+            else:
+                p, result, cleaned, units, started = _plan_and_apply(
+                    tree, cfg, switches, basis, state, state_dir, dbus, force, output, quiet,
+                    signals,
                 )  # fmt: skip
-                cleaned = converge(
-                    p, state, record, stale, switches=switches, systemd=client,
-                    units=unit_record, stale_u=stale_u, signals=signals,
-                )  # fmt: skip
+                keep = key is not None and signals.signo is None
+                if keep and not cleaned.kept and not cleaned.left:
+                    plan_memo.save(state, key, p)
+                else:
+                    plan_memo.forget(state)
         if not quiet or cleaned.kept:  # kept is a failure: said even with --quiet
             doc = {"dryRun": False, "plan": p.to_json(), **result.to_json()}
             lines = [f"{a.describe(p.root)} (no longer wanted)" for a in cleaned.done]
@@ -409,6 +434,60 @@ def register(app: typer.Typer) -> None:
             raise Interrupted(signals.signo, late_signal(signals.signo, result, cleaned))
         if cleaned.kept:
             raise typer.Exit(1)
+
+
+def _plan_and_apply(
+    tree: TreeOptions,
+    cfg: NodeConfig,
+    switches: TestSwitches,
+    basis: PlanBasis,
+    state: StateDir,
+    state_dir: str,
+    dbus: bool,
+    force: bool,
+    output: OutputFormat,
+    quiet: bool,
+    signals: SignalGuard,
+) -> tuple[Plan, Result, Result, SystemdUnits | None, set[str]]:
+    """setup's full run under the state lock: load and check the record, plan, show the plan,
+    apply it and undo what is no longer wanted, with ``signals`` guarding the changes.
+    Returns the plan, what apply and converge did, the systemd units and those the record
+    held before."""
+    record = state.load()
+    warn(state.notes)
+    check_managed(tree.cgroupfs, record)
+    p = tree.plan(cfg, switches, basis)
+    require_no_refusals(p, force)
+    warn(enforcement_warnings(cfg))
+    units = client = None
+    if dbus:
+        v2 = p.version == "v2"
+        client = Systemd()
+        units = SystemdUnits.for_plan(client, state_dir, p, v2, cgroup_roles(cfg))
+    started = set(units.record.started) if units else set()
+    # What earlier runs did that these inputs no longer want, undone after applying.
+    # Planned now, so the plan shown is whole: applying adds only wanted entries to
+    # either record, so it cannot change what is stale.
+    unit_record = units.record if units else None
+    stale, stale_u = plan_undo(p, record, unit_record)
+    table = output is OutputFormat.table and not quiet
+    if table and (p.actions or p.undo):
+        # the plan first, so an operator sees what is about to change
+        typer.echo(printable("\n".join(f"  {line}" for line in plan_lines(p, dbus))))
+    on_done = progress(p, dbus) if table and p.actions else None
+    # SIGINT/SIGTERM/SIGHUP from here on are recorded, not raised: before the last
+    # change apply undoes every change and raises Interrupted; after it the changes
+    # stay (they are recorded), converge stops, and the run ends with 128 + signo.
+    with signals:
+        result: Result = apply(
+            p, state, record, switches=switches, units=units, on_done=on_done,
+            signals=signals,
+        )  # fmt: skip
+        cleaned = converge(
+            p, state, record, stale, switches=switches, systemd=client,
+            units=unit_record, stale_u=stale_u, signals=signals,
+        )  # fmt: skip
+    return p, result, cleaned, units, started
 
 
 def late_signal(signo: int, result: Result, cleaned: Result) -> str:

@@ -27,9 +27,9 @@ Interface::
     ns = oldest_mtimes(dirfds, dirs, marker="", threads=0)
         # each dir's oldest mtime in ns, of the dir and its file marker, over the fds that
         # hold it (None where none does); on one thread per CPU as reads are
-    got = read_files(dirfd, paths, slot=512, threads=0)
+    got = read_files(dirfd, paths, slot=512, threads=0, no_symlinks=False)
         # each file below an fd with one read: its bytes, or -errno (-EFBIG when it fills
-        # the slot)
+        # the slot, -EISDIR for a directory: it exists); no_symlinks resolves as writes do
     made, error = apply_ops([(root, relpath, value_or_None_for_mkdir), ...])
         # in order until one fails (error: the WriteError write/mkdir raise, else None);
         # the C core makes them all in one call (csrc/apply_batch.c)
@@ -60,7 +60,9 @@ A malformed directory raises ValueError before any I/O. Paths are relative to th
 below a Root they are resolved with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
 RESOLVE_NO_MAGICLINKS), or an O_NOFOLLOW walk where openat2 is missing. ``oldest_mtimes`` and
 ``read_files`` take plain directory fds and resolve as openat does (symlinks followed but a
-final one's own mtime taken), as the paths they replace did: they only read.
+final one's own mtime taken), as the paths they replace did: they only read. ``read_files``
+with ``no_symlinks`` resolves as a Root does (a symlink anywhere is ELOOP): setup's memo check
+(plan_memo) must find each cgroup where the plan would, not through a link.
 Failures raise ``WriteError`` (write, mkdir, rmdir) or ``CoreError`` (read_text), both
 OSError with ``errno``, ``path`` and ``value``, e.g. ``cannot write '104857600' to
 kubepods/memory.max: Device or resource busy (EBUSY)``.

@@ -207,11 +207,12 @@ def oldest_mtimes(
 
 
 def read_files(
-    dirfd: int, paths: Sequence[str], slot: int = 512, threads: int = 0
+    dirfd: int, paths: Sequence[str], slot: int = 512, threads: int = 0, no_symlinks: bool = False
 ) -> list[bytes | int]:
-    """Each file below ``dirfd`` (resolved as openat does) with one read of ``slot`` bytes:
-    its content, or -errno (-EFBIG when it fills the slot). ValueError for a malformed path,
-    before any I/O. ``threads`` as for reads."""
+    """Each file below ``dirfd`` (resolved as openat does, or with ``no_symlinks`` as writes
+    are: a symlink anywhere on the path is -ELOOP) with one read of ``slot`` bytes: its
+    content, or -errno (-EFBIG when it fills the slot, -EISDIR for a directory). ValueError
+    for a malformed path, before any I/O. ``threads`` as for reads."""
     if slot < 1:
         r.check_files(paths, slot)
     if not paths:
@@ -219,7 +220,8 @@ def read_files(
     buf, offs, _keep = _pack_dirs(paths)
     out = ffi.new("char[]", slot * len(paths))
     lens = ffi.new("long[]", len(paths))
-    rc = lib.cg_read_files(dirfd, buf, offs, len(paths), threads, out, slot, lens)
+    flags = lib.CG_NO_SYMLINKS if no_symlinks else 0
+    rc = lib.cg_read_files(dirfd, buf, offs, len(paths), threads, out, slot, lens, flags)
     if rc == -errno.EINVAL:
         r.check_files(paths, slot)
     _raise_errno(rc, "read files")

@@ -372,17 +372,21 @@ def oldest_mtimes(
 
 
 def read_files(
-    dirfd: int, paths: Sequence[str], slot: int = 512, threads: int = 0
+    dirfd: int, paths: Sequence[str], slot: int = 512, threads: int = 0, no_symlinks: bool = False
 ) -> list[bytes | int]:
-    """Each file below ``dirfd`` (resolved as openat does) with one read of ``slot`` bytes:
-    its content, or -errno (-EFBIG when it fills the slot). ValueError for a malformed path,
-    before any I/O. ``threads`` is accepted for the C core's interface; this one reads in
-    turn."""
+    """Each file below ``dirfd`` (resolved as openat does, or with ``no_symlinks`` as writes
+    are: a symlink anywhere on the path is -ELOOP) with one read of ``slot`` bytes: its
+    content, or -errno (-EFBIG when it fills the slot, -EISDIR for a directory). ValueError
+    for a malformed path, before any I/O. ``threads`` is accepted for the C core's interface;
+    this one reads in turn."""
     r.check_files(paths, slot)
     out: list[bytes | int] = []
     for p in paths:
         try:
-            fd = os.open(p, r.READ_FLAGS | os.O_CLOEXEC, dir_fd=dirfd)
+            if no_symlinks:
+                fd = _open_beneath(dirfd, p, r.READ_FLAGS)
+            else:
+                fd = os.open(p, r.READ_FLAGS | os.O_CLOEXEC, dir_fd=dirfd)
         except OSError as exc:
             out.append(-exc.errno)
             continue

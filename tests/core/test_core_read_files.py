@@ -68,3 +68,20 @@ def test_a_slot_of_no_bytes_is_refused(impl, tree):
 
 def test_no_files_no_reads(impl, tree):
     assert _read(impl, tree, []) == []
+
+
+def test_no_symlinks_refuses_a_link_anywhere_on_the_path(impl, tree):
+    """``no_symlinks`` (setup's memo check, plan_memo) resolves as writes do: a symlinked
+    cgroup or file is ELOOP where a plain read follows it; a directory answers EISDIR (it
+    exists, not through a link); everything else reads as without it."""
+    os.symlink("kubepods", tree / "linkdir")
+    os.symlink("memory.max", tree / "kubepods" / "link.max")
+    paths = ["kubepods/memory.max", "linkdir/memory.max", "kubepods/link.max",
+             "kubepods/burstable", "linkdir", "kubepods/gone", "gone/memory.max"]  # fmt: skip
+    followed = [b"104857600\n", b"104857600\n", b"104857600\n", -errno.EISDIR,
+                -errno.EISDIR, -errno.ENOENT, -errno.ENOENT]  # fmt: skip
+    assert _read(impl, tree, paths) == followed
+    for threads in (1, 2):
+        got = _read(impl, tree, paths, threads=threads, no_symlinks=True)
+        assert got == [b"104857600\n", -errno.ELOOP, -errno.ELOOP, -errno.EISDIR,
+                       -errno.ELOOP, -errno.ENOENT, -errno.ENOENT]  # fmt: skip
