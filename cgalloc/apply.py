@@ -650,7 +650,7 @@ def plan_undo(plan: Plan, record: Record, units: UnitRecord | None = None):
     holds that ``plan``'s inputs no longer want; returns the stale parts (Record, UnitRecord
     or None) for :func:`converge`. ``record`` has passed :func:`check_managed`: this reads
     the files its stale entries name."""
-    stale = record.stale(plan.wanted_dirs, plan.seeded.union(plan.wanted_files))
+    stale = record.stale(plan.wanted_dirs, plan.wanted_files, plan.seeded)
     stale_u = None
     if units is not None:
         files: dict[str, dict[str, str]] = {}

@@ -39,7 +39,7 @@ import fcntl
 import itertools
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 
 from cgalloc.errors import CgallocError, HostError, InputError
@@ -134,16 +134,22 @@ class Record:
             raise ValueError("its boot id is not text")
         return rec
 
-    def stale(self, dirs: set[tuple[str, str]], files: set[tuple[str, str, str]]) -> Record:
+    def stale(
+        self,
+        dirs: Collection[tuple[str, str]],
+        files: Collection[tuple[str, str, str]],
+        seeded: Collection[tuple[str, str, str]] = (),
+    ) -> Record:
         """What this record holds that the desired tree no longer wants: cgroups it created
         outside ``dirs`` (with the controllers it enabled in them), values it changed in files
-        outside ``files``, files it wrote in its own cgroups outside ``files``. A copy; this
-        record is unchanged."""
+        outside ``files``, files it wrote in its own cgroups outside ``files`` and ``seeded``
+        (what a new cgroup is given and keeps while it is wanted). A copy; this record is
+        unchanged."""
         out = Record()
         out.created = {k for k in self.created if k not in dirs}
         out.changed = {k: v for k, v in self.changed.items() if k not in files}
         out.enabled = {k: set(v) for k, v in self.enabled.items() if k in out.created}
-        out.written = {k for k in self.written if k not in files}
+        out.written = {k for k in self.written if k not in files and k not in seeded}
         return out
 
     def forget(self, undone: Record) -> None:

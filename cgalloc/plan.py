@@ -174,7 +174,9 @@ class Plan:
     wanted_dirs: Collection[tuple[str, str]] = field(default_factory=set)
     wanted_files: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # the v1 cpuset.cpus/mems a new cgroup is given (_cpuset_seed): still wanted while the
-    # cgroup is, though a re-run that finds the cgroup plans no value for them
+    # cgroup is, though a re-run that finds the cgroup plans no value for them (for the files
+    # cgalloc wrote in cgroups it made only: a value it changed elsewhere is wanted or not by
+    # wanted_files alone)
     seeded: set[tuple[str, str, str]] = field(default_factory=set)
     # v2: (mount, cgroup) → the controllers its cgroup.subtree_control must enable
     wanted_enabled: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)

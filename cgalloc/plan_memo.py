@@ -32,10 +32,10 @@ from collections.abc import Mapping
 from enum import Enum
 
 from cgalloc import core
-from cgalloc.cgroupfs import cgroup_file
+from cgalloc.cgroupfs import Hierarchy, cgroup_file
 from cgalloc.loading import read_regular
-from cgalloc.ownership import JOURNAL_NAME, RECORD_NAME, STATE_FILE_LIMIT, StateDir
-from cgalloc.plan import READ_SLOT, Plan, same_value
+from cgalloc.ownership import JOURNAL_NAME, RECORD_NAME, STATE_FILE_LIMIT, Record, StateDir
+from cgalloc.plan import READ_SLOT, Plan, hierarchy_mounts, same_value
 
 MEMO_NAME = "plan-memo.json"
 MEMO_VERSION = 1
@@ -139,10 +139,15 @@ def _plan_mounts(plan: Plan) -> dict[str, dict]:
     return mounts
 
 
-def save(state: StateDir, key: str, plan: Plan) -> None:
+def save(state: StateDir, key: str, plan: Plan, record: Record) -> None:
     """Keep ``plan`` (whose tree setup has just made, with nothing it no longer wants left
-    over) as the memo of inputs ``key``. A memo that cannot be written is only a slower next
-    run: any error leaves none behind."""
+    over) as the memo of inputs ``key``; ``record`` is the record the run left. A memo that
+    cannot be written is only a slower next run: any error leaves none behind."""
+    if any(k not in plan.wanted_dirs for k in record.enabled):
+        # controllers enabled in a cgroup setup did not make and no longer wants (never
+        # stale): the full run checks where that entry points, the memo would not
+        forget(state)
+        return
     memo = {
         "version": MEMO_VERSION, "key": key, "record": record_digest(state),
         "boot": state.boot, "root": plan.root, "hierarchy": plan.version,
@@ -184,18 +189,19 @@ def _load(state: StateDir) -> dict | None:
     return memo
 
 
-def in_sync(state: StateDir, key: str | None, root: str) -> Plan | None:
+def in_sync(state: StateDir, key: str | None, hierarchy: Hierarchy) -> Plan | None:
     """The plan of a re-run that needs no change — empty, with the memo's warnings — when the
-    memo is of inputs ``key`` and of the hierarchy at ``root``, of the record and boot as they
+    memo is of inputs ``key`` and of ``hierarchy``'s mounts, of the record and boot as they
     are now, and the live tree still holds everything it wants; None otherwise (the caller
     plans in full)."""
     if key is None:
         return None
     memo = _load(state)
+    root = hierarchy.root
     if memo is None or memo["key"] != key or memo["boot"] != state.boot or memo["root"] != root:
         return None
-    if any(m != root and os.path.dirname(m) != root for m in memo["mounts"]):
-        return None  # only ever the root (v2) or a directory in it (v1): not setup's memo
+    if set(memo["mounts"]) != set(hierarchy_mounts(hierarchy).values()):
+        return None  # a plan has every mount the hierarchy's controllers are in: not its memo
     if os.path.lexists(os.path.join(state.path, JOURNAL_NAME)):
         return None  # a killed run's journal: the full run folds it into the record
     try:

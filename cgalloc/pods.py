@@ -323,11 +323,19 @@ def _static_dir(path: str, problems: _Problems, out: _Admitted) -> None:
 
 
 def pod_file_texts(paths: Sequence[str]) -> dict[str, str] | None:
-    """The text of every ``--pods`` path, read as :func:`load_pods` reads it (the same
-    refusals, in the same order), or None when one is a directory (static pods)."""
+    """The text of every ``--pods`` path, read as :func:`load_pods` reads it; None when one
+    is a directory (static pods) or cannot be read: :func:`load_pods` then reads them itself
+    and refuses what it meets, in its order (a file's parse error before a later one's read
+    error)."""
     if any(os.path.isdir(path) for path in paths):
         return None
-    return {path: read_bounded(path, FIELD, LIMIT) for path in paths}
+    texts = {}
+    for path in paths:
+        try:
+            texts[path] = read_bounded(path, FIELD, LIMIT)
+        except InputError:
+            return None
+    return texts
 
 
 def load_pods(

@@ -237,3 +237,28 @@ def test_a_v1_rerun_keeps_the_record_of_the_cpusets_it_seeded(tmp_path, monkeypa
     assert (code, out.splitlines()[-1]) == (0, "no changes: 0 writes"), err
     assert (state / "owned.json").stat().st_mtime_ns == before
     assert json.loads((state / "owned.json").read_text()) == record
+
+
+def test_a_cpuset_changed_in_a_cgroup_setup_did_not_make_is_restored(tmp_path, monkeypatch, capsys):
+    """A value setup changed in the kubelet's own kubepods (strict-cpu-reservation narrowing
+    its cpuset.cpus) goes back when the inputs no longer want it: only the cpusets setup gave
+    cgroups it made itself stay wanted while those cgroups are (Plan.seeded)."""
+    root, _ = fake_hierarchy(tmp_path, "v1")
+    use_fake_tree(monkeypatch, tmp_path)
+    for mount in (d for d in root.iterdir() if d.is_dir()):
+        (mount / "kubepods").mkdir()
+        KERNEL.after_mkdir(str(mount), "kubepods")
+    cpuset = root / "cpuset" / "kubepods"
+    (cpuset / "cpuset.cpus").write_text("0-3\n")
+    (cpuset / "cpuset.mems").write_text("0\n")
+    args = [*CAP, "--kube-reserved", "cpu=1,memory=1Gi", "--enforce", "pods",
+            "--cpu-manager-policy", "static", "--reserved-cpus", "0",
+            "--cgroupfs", str(root), "--state-dir", str(tmp_path / "state")]  # fmt: skip
+    strict = ["--cpu-manager-policy-options", "strict-cpu-reservation=true"]
+    code, _, err = run_cli(capsys, "setup", *args, *strict)
+    assert code == 0, err
+    assert (cpuset / "cpuset.cpus").read_text() == "1-3\n"
+    code, out, err = run_cli(capsys, "setup", *args)
+    assert code == 0, err
+    assert "restore cpuset/kubepods/cpuset.cpus: 1-3 -> 0-3 (no longer wanted)" in out
+    assert (cpuset / "cpuset.cpus").read_text() == "0-3\n"

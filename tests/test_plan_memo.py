@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from clirun import run_cli
-from fakecgroup import fake_hierarchy, reboot, use_fake_tree
+from fakecgroup import KERNEL, fake_hierarchy, reboot, use_fake_tree
 
 import cgalloc.cli.setup as cli_setup
 from cgalloc import plan_memo
@@ -168,6 +168,26 @@ def _corrupt_the_memo(text: str):
     return corrupt
 
 
+def _edit_memo(node: Node, edit) -> None:
+    memo = json.loads(node.memo.read_text())
+    edit(memo)
+    node.memo.write_text(json.dumps(memo))
+
+
+def _another_mount(node: Node) -> None:
+    """A mount beside those of this hierarchy (a `..` one reads outside it)."""
+
+    def edit(memo: dict) -> None:
+        mount, entry = next(iter(memo["mounts"].items()))
+        memo["mounts"][os.path.join(mount, "..")] = entry
+
+    _edit_memo(node, edit)
+
+
+def _no_mount(node: Node) -> None:
+    _edit_memo(node, lambda memo: memo.update(mounts={}))
+
+
 def _another_installation(monkeypatch):
     stamp = plan_memo.code_stamp()
     monkeypatch.setattr(plan_memo, "code_stamp", lambda: [*stamp, ["new.py", 1, 1]])
@@ -186,6 +206,8 @@ CHANGES = {
     "a memo cut short": _corrupt_the_memo('{"version": 1, "key": "'),
     "a memo of another shape": _corrupt_the_memo('{"version": 1, "key": 5}'),
     "a memo listing no mount": _corrupt_the_memo("[]"),
+    "a memo of another hierarchy": _another_mount,
+    "a memo with no mount": _no_mount,
 }
 
 
@@ -286,3 +308,45 @@ def test_the_digest_is_the_same_in_every_process():
 
 def test_a_value_with_no_stable_text_gives_no_digest():
     assert plan_memo.inputs_digest([object()]) is None
+
+
+def test_a_pods_file_given_twice_is_refused_as_the_full_plan_refuses_it(node):
+    """The digest follows --pods path by path: the same file twice is the same pods twice,
+    which the full plan refuses (exit 2), memo or not."""
+    node.setup()
+    code, _, err = node.setup("--pods", str(node.pods))
+    assert code == 2
+    assert "have the same UID" in err
+
+
+def test_a_pods_read_error_keeps_its_place_after_an_earlier_files_problem(node):
+    """The pods files are read ahead for the digest; one that cannot be read leaves them to
+    the full run, which refuses an earlier file's problem first, as it always has."""
+    bad = node.base / "bad.yaml"
+    bad.write_text("items: [unclosed\n")  # not YAML: refused as soon as it is read
+    node.pods = bad
+    code, _, err = node.setup("--pods", str(node.base / "missing.json"))
+    assert code == 2
+    problems = [line for line in err.splitlines() if line.startswith("cgalloc: ")]
+    assert "bad.yaml" in problems[0] and "missing.json" not in problems[0], problems
+
+
+def test_no_memo_while_the_record_holds_controllers_of_a_cgroup_no_longer_wanted(
+    tmp_path, monkeypatch, capsys
+):
+    """setup enabled controllers in a cgroup it did not make (a reservation's parent); when
+    the reservation moves, that entry stays recorded (it is never undone) and the full run
+    checks where it points: setup keeps no memo then, and plans in full."""
+    node = Node(tmp_path, monkeypatch, capsys, "v2")
+    (node.root / "outer").mkdir()
+    KERNEL.after_mkdir(str(node.root), "outer")
+    assert node.rerun_is_full("--system-reserved-cgroup", "/outer/system.slice")
+    record = json.loads((node.state / "owned.json").read_text())
+    assert [str(node.root), "outer", ["cpu", "memory", "pids"]] in [
+        [m, p, [c for c in cs if c in ("cpu", "memory", "pids")]] for m, p, cs in
+        record["enabled"]
+    ]  # fmt: skip
+    assert node.memo.is_file()
+    assert node.rerun_is_full()  # NODE's /system.slice
+    assert not node.memo.exists()
+    assert node.rerun_is_full()

@@ -50,9 +50,9 @@ from cgalloc.cli.options import (
 )
 from cgalloc.cli.render import OutputFormat, emit, output_option, printable, warn
 from cgalloc.config import NodeConfig
-from cgalloc.errors import HostError, InputError
+from cgalloc.errors import CgallocError, HostError, InputError
 from cgalloc.limits import WEIGHT_FORMULAS
-from cgalloc.ownership import StateDir
+from cgalloc.ownership import Record, StateDir
 from cgalloc.plan import Action, Plan, node_plan, require_no_refusals
 from cgalloc.plan_memo import inputs_digest
 from cgalloc.pods import load_pods, pod_file_texts, resize_warnings
@@ -150,9 +150,10 @@ class TreeOptions:
         memo: processes to move, systemd units over D-Bus, static pods from a directory."""
         if dbus or self.moves() or basis.texts is None:
             return None
+        texts = basis.texts
         return inputs_digest(
             [cfg, basis.capacity, basis.hierarchy, sorted(basis.cpus), self.cgroupfs,
-             self.weight_formula, self.create_reserved, list(basis.texts.items())]
+             self.weight_formula, self.create_reserved, [(p, texts[p]) for p in basis.paths]]
         )  # fmt: skip
 
     def plan(self, cfg: NodeConfig, switches: TestSwitches, basis: PlanBasis | None = None) -> Plan:
@@ -391,25 +392,28 @@ def register(app: typer.Typer) -> None:
             require_no_refusals(p, force)
             return
         require_root(switches)
-        basis = tree.basis(cfg, switches)
-        key = tree.memo_key(cfg, basis, dbus)
+        try:
+            basis: PlanBasis | None = tree.basis(cfg, switches)
+        except CgallocError:
+            basis = None  # no memo: the full run meets the refusal where it always has
+        key = tree.memo_key(cfg, basis, dbus) if basis else None
         signals = SignalGuard()  # entered around the changes only
         units = None
         with state.locked():
-            p = plan_memo.in_sync(state, key, basis.hierarchy.root)
+            p = plan_memo.in_sync(state, key, basis.hierarchy) if basis and key else None
             if p is not None:  # the memo's tree holds: nothing to change, as a full plan finds
                 warn(p.warnings)
                 warn(enforcement_warnings(cfg))
                 result = cleaned = Result(p.root)
                 started: set[str] = set()
             else:
-                p, result, cleaned, units, started = _plan_and_apply(
+                p, record, result, cleaned, units, started = _plan_and_apply(
                     tree, cfg, switches, basis, state, state_dir, dbus, force, output, quiet,
                     signals,
                 )  # fmt: skip
                 keep = key is not None and signals.signo is None
                 if keep and not cleaned.kept and not cleaned.left:
-                    plan_memo.save(state, key, p)
+                    plan_memo.save(state, key, p, record)
                 else:
                     plan_memo.forget(state)
         if not quiet or cleaned.kept:  # kept is a failure: said even with --quiet
@@ -440,7 +444,7 @@ def _plan_and_apply(
     tree: TreeOptions,
     cfg: NodeConfig,
     switches: TestSwitches,
-    basis: PlanBasis,
+    basis: PlanBasis | None,
     state: StateDir,
     state_dir: str,
     dbus: bool,
@@ -448,11 +452,11 @@ def _plan_and_apply(
     output: OutputFormat,
     quiet: bool,
     signals: SignalGuard,
-) -> tuple[Plan, Result, Result, SystemdUnits | None, set[str]]:
+) -> tuple[Plan, Record, Result, Result, SystemdUnits | None, set[str]]:
     """setup's full run under the state lock: load and check the record, plan, show the plan,
     apply it and undo what is no longer wanted, with ``signals`` guarding the changes.
-    Returns the plan, what apply and converge did, the systemd units and those the record
-    held before."""
+    Returns the plan, the record as the run left it, what apply and converge did, the systemd
+    units and those the record held before."""
     record = state.load()
     warn(state.notes)
     check_managed(tree.cgroupfs, record)
@@ -487,7 +491,7 @@ def _plan_and_apply(
             p, state, record, stale, switches=switches, systemd=client,
             units=unit_record, stale_u=stale_u, signals=signals,
         )  # fmt: skip
-    return p, result, cleaned, units, started
+    return p, record, result, cleaned, units, started
 
 
 def late_signal(signo: int, result: Result, cleaned: Result) -> str:
