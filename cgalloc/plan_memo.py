@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import hashlib
 import json
 import os
@@ -224,9 +223,11 @@ def _tree_holds(memo: dict) -> bool:
         if len(files) != len(values):
             return False
         paths = files + [cgroup_file(path, "cgroup.subtree_control") for path, _n in enabled]
+        if not _dirs_hold(mount, dirs):
+            return False
         fd = os.open(mount, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            got = core.read_files(fd, paths + dirs, READ_SLOT, no_symlinks=True)
+            got = core.read_files(fd, paths, READ_SLOT, no_symlinks=True)
         finally:
             os.close(fd)
         for path, value, data in zip(files, values, got, strict=False):
@@ -238,8 +239,23 @@ def _tree_holds(memo: dict) -> bool:
             text = _text_of(data)
             if text is None or not set(names) <= set(text.split()):
                 return False
-        if any(data != -errno.EISDIR for data in got[len(paths) :]):
-            return False  # a cgroup missing, or reached through a symlink
+    return True
+
+
+def _dirs_hold(mount: str, dirs: list[str]) -> bool:
+    """Whether each of ``dirs`` (cgroups below ``mount`` with no file the memo reads) is a
+    directory in its parent's listing, not a symlink: one listing per parent (a QoS tier's
+    pods share one). Its parent is itself in the memo, as a cgroup with a file read without
+    following a symlink or as one of ``dirs``: so no component of any path is a symlink."""
+    listed: dict[str, set[str]] = {}
+    for path in dirs:
+        parent, _, name = path.rpartition("/")
+        names = listed.get(parent)
+        if names is None:
+            with os.scandir(f"{mount}/{parent}" if parent else mount) as it:
+                names = listed[parent] = {e.name for e in it if e.is_dir(follow_symlinks=False)}
+        if name not in names:
+            return False  # a cgroup missing, or a symlink where it should be
     return True
 
 

@@ -971,14 +971,37 @@ static int open_file(int dirfd, const char *path, int flags)
     return fd < 0 ? -errno : fd;
 }
 
+/* Whether paths a and b are in the same directory. */
+static int same_parent(const char *a, const char *b)
+{
+    const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+    size_t la = sa ? (size_t)(sa - a) : 0, lb = sb ? (size_t)(sb - b) : 0;
+
+    return la == lb && !memcmp(a, b, la);
+}
+
 static void *files_worker(void *arg)
 {
     const struct files_job *j = arg;
     struct parents p = {.valid = 0};
 
     for (long i = j->lo; i < j->hi; i++) {
-        /* a cgroup's files come together: its directory is resolved once for them */
+        /* a cgroup's files come together: its directory is resolved once for them; a file
+         * alone in its directory is resolved whole (an open of its parent would be one more
+         * syscall for nothing) */
         const char *file = j->pathbuf + j->offs[i];
+        const char *slash = strrchr(file, '/');
+        size_t len = slash ? (size_t)(slash - file) : 0;
+        int cached = p.valid && p.len == len && !memcmp(p.path, file, len);
+        int shared = cached || (i + 1 < j->hi && same_parent(file, j->pathbuf + j->offs[i + 1]));
+        if (!shared) {
+            int fd = open_file(j->dirfd, file, j->flags);
+            ssize_t n = fd < 0 ? fd : read_close(fd, j->out + (size_t)i * j->slot, j->slot);
+            if (fd >= 0 && n < 0)
+                n = -errno;
+            j->lens[i] = n < 0 ? n : (size_t)n == j->slot ? -EFBIG : (long)n;
+            continue;
+        }
         const char *name = parents_of(&p, &j->dirfd, 1, file, j->flags);
         if (p.errs[0]) {
             j->lens[i] = -p.errs[0];
