@@ -125,17 +125,6 @@ def _remove_a_pod_cgroup(node: Node) -> None:
     shutil.rmtree(os.path.dirname(_a_file_of_pod(node, 2)))
 
 
-def _remove_a_cgroup_with_no_file(node: Node) -> None:
-    """A cgroup the memo lists in a hierarchy where it has no file to compare (v1's cpuacct;
-    on v2 every cgroup below the root has one)."""
-    memo = json.loads(node.memo.read_text())
-    for mount, entry in sorted(memo["mounts"].items()):
-        for path in sorted(entry["dirs"], key=len, reverse=True):
-            shutil.rmtree(os.path.join(mount, path))
-            return
-    pytest.skip(f"every cgroup of this {node.version} tree has a file the memo compares")
-
-
 def _change_the_pods_file(node: Node) -> None:
     node.pods.write_text(node.pods.read_text() + "\n")  # the same pods, other bytes
 
@@ -196,7 +185,6 @@ def _another_installation(monkeypatch):
 CHANGES = {
     "a file off its value": _drift_a_value,
     "a pod cgroup gone": _remove_a_pod_cgroup,
-    "a cgroup with no file gone": _remove_a_cgroup_with_no_file,
     "the pods file's bytes": _change_the_pods_file,
     "the record's text": _touch_the_record,
     "a killed run's journal": _leave_a_journal,
@@ -350,3 +338,18 @@ def test_no_memo_while_the_record_holds_controllers_of_a_cgroup_no_longer_wanted
     assert node.rerun_is_full()  # NODE's /system.slice
     assert not node.memo.exists()
     assert node.rerun_is_full()
+
+
+def test_a_cgroup_with_no_file_to_compare_gone_plans_in_full(tmp_path, monkeypatch, capsys):
+    """A cgroup the memo lists in a hierarchy where it has no file to compare (v1's cpuacct
+    and name=systemd; on v2 every cgroup below the root has one) is found in its parent's
+    listing: removed, the re-run plans in full and makes it again."""
+    node = Node(tmp_path, monkeypatch, capsys, "v1")
+    assert node.rerun_is_full()
+    memo = json.loads(node.memo.read_text())
+    bare = [(m, p) for m, entry in memo["mounts"].items() for p in entry["dirs"]]
+    mount, path = max(bare, key=lambda mp: mp[1].count("/"))
+    shutil.rmtree(os.path.join(mount, path))
+    assert node.rerun_is_full()
+    assert os.path.isdir(os.path.join(mount, path))
+    assert not node.rerun_is_full()
