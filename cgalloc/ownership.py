@@ -341,9 +341,10 @@ class StateDir:
         self.earlier_boot = bool(self.boot) and any(b != self.boot for b in boots)
         return self.earlier_boot
 
-    def _read_state_file(self, name: str) -> bytes | None:
+    def read_state_file(self, name: str) -> bytes | None:
         """The bytes of state file ``name``, None when it is missing; a file that is not a
-        regular one, cannot be read or is larger than STATE_FILE_LIMIT is refused."""
+        regular one, cannot be read or is larger than STATE_FILE_LIMIT is refused
+        (InputError naming it)."""
         try:
             raw = read_regular(self._file(name), STATE_FILE_LIMIT)
         except FileNotFoundError:
@@ -356,7 +357,7 @@ class StateDir:
 
     def _read_record(self) -> Record:
         rec = Record()
-        raw = self._read_state_file(RECORD_NAME)
+        raw = self.read_state_file(RECORD_NAME)
         if raw is not None:
             try:
                 rec = Record.from_json(json.loads(raw.decode("utf-8")))
@@ -390,7 +391,7 @@ class StateDir:
         self.discard_journal()
 
     def _read_journal(self) -> list[dict]:
-        raw = self._read_state_file(JOURNAL_NAME)
+        raw = self.read_state_file(JOURNAL_NAME)
         if raw is None:
             return []
         lines = raw.split(b"\n")

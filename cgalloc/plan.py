@@ -14,7 +14,6 @@ unprivileged. The order is the safe order to apply in:
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
 import os
@@ -243,12 +242,23 @@ def read_many(keys: Iterable[tuple[str, str, str]]) -> dict[tuple[str, str, str]
         finally:
             os.close(fd)
         for (path, file), data in zip(items, got, strict=True):
-            if isinstance(data, bytes):
-                with contextlib.suppress(UnicodeDecodeError):
-                    out[(mount, path, file)] = data.decode("utf-8").rstrip("\n")
+            text = file_text(data)
+            if text is not None:
+                out[(mount, path, file)] = text
             elif data in GONE:
                 out[(mount, path, file)] = None
     return out
+
+
+def file_text(data: bytes | int) -> str | None:
+    """A file's value as a plan compares it, from what ``core.read_files`` gave for it: the
+    text without its trailing newline; None for an error or bytes that are not UTF-8."""
+    if not isinstance(data, bytes):
+        return None
+    try:
+        return data.decode("utf-8").rstrip("\n")
+    except UnicodeDecodeError:
+        return None
 
 
 def is_cgroup(mount: str, path: str) -> bool:

@@ -164,11 +164,13 @@ def _edit_memo(node: Node, edit) -> None:
 
 
 def _another_mount(node: Node) -> None:
-    """A mount beside those of this hierarchy (a `..` one reads outside it)."""
+    """A mount beside those of this hierarchy (a `..` one reads outside it), listing nothing
+    to read there: only the check of the memo's mounts against the hierarchy's refuses it."""
 
     def edit(memo: dict) -> None:
-        mount, entry = next(iter(memo["mounts"].items()))
-        memo["mounts"][os.path.join(mount, "..")] = entry
+        mount = next(iter(memo["mounts"]))
+        nothing = {"files": [], "values": [], "dirs": [], "enabled": []}
+        memo["mounts"][os.path.join(mount, "..")] = nothing
 
     _edit_memo(node, edit)
 
@@ -353,3 +355,16 @@ def test_a_cgroup_with_no_file_to_compare_gone_plans_in_full(tmp_path, monkeypat
     assert node.rerun_is_full()
     assert os.path.isdir(os.path.join(mount, path))
     assert not node.rerun_is_full()
+
+
+def test_a_record_that_cannot_be_read_leaves_no_memo_and_no_error(tmp_path):
+    """save() after a run: a record it cannot read for its digest (here a FIFO in its place)
+    means no memo, not a failed setup whose changes are made."""
+    from cgalloc.ownership import Record, StateDir
+    from cgalloc.plan import Plan
+
+    state = StateDir(str(tmp_path), str(tmp_path / "no-boot-id"))
+    (tmp_path / plan_memo.MEMO_NAME).write_text("{}")
+    os.mkfifo(tmp_path / "owned.json")
+    plan_memo.save(state, "key", Plan(root=str(tmp_path)), Record())
+    assert not (tmp_path / plan_memo.MEMO_NAME).exists()
