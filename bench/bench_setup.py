@@ -178,17 +178,24 @@ class Node:
         self.args += ["--state-dir", str(self.base / "state")]
 
     def cgalloc(self, *extra: str) -> dict:
+        return self.timed_json(*extra)[1]
+
+    def timed_json(self, *extra: str) -> tuple[float, dict]:
+        """``setup -o json``: the seconds of the command alone (its report written to a file),
+        and the report, read back after the clock stops."""
         out = self.base / "out.json"
         stdout = sys.stdout
         with open(out, "w") as fh:
             sys.stdout = fh
+            start = time.perf_counter()
             try:
                 main(["setup", *self.args, "-o", "json", *extra])
             except SystemExit as exc:
                 assert not exc.code, exc.code
             finally:
+                seconds = time.perf_counter() - start
                 sys.stdout = stdout
-        return json.loads(out.read_text())
+        return seconds, json.loads(out.read_text())
 
     def quiet(self) -> None:
         """``setup --quiet``: the run without rendering its report (a provisioning script's)."""

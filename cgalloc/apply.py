@@ -4,7 +4,8 @@ Every change is journaled before it is made (see :mod:`cgalloc.ownership`). If o
 the changes already made are undone in reverse — values restored, processes moved back,
 controllers disabled, created cgroups removed deepest first — and the error says so. SIGINT,
 SIGTERM and SIGHUP while the changes are made lead to the same rollback (:class:`SignalGuard`):
-the handler only records the signal, and the apply loop acts on it between two core calls.
+the handler only records the signal and sets the core's stop flag, so a core call stops before
+its next change and the apply loop acts on the signal.
 
 The commands run with :data:`SWITCHES`, all off. Nothing in the installed tool (no
 environment variable, no option) changes them: the test suite replaces them in-process to drive
@@ -21,7 +22,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import NoReturn, Protocol
+from typing import NamedTuple, NoReturn, Protocol
 
 from cgalloc import core
 from cgalloc.cgroupfs import cgroup_file
@@ -96,6 +97,8 @@ class SignalGuard:
     def __init__(self) -> None:
         self.received: list[int] = []
         self._previous: dict[int, object] = {}
+        # set with the first signal: a core call making changes stops before its next one
+        self.stop = core.Stop()
 
     @property
     def signo(self) -> int | None:
@@ -103,7 +106,8 @@ class SignalGuard:
         return self.received[0] if self.received else None
 
     def _record(self, signo: int, _frame: object) -> None:
-        self.received.append(signo)  # nothing else: see the class docstring
+        self.received.append(signo)  # nothing else (see the class docstring) but the core's
+        self.stop.set()  # flag, which a core call on another thread reads between changes
 
     def __enter__(self) -> SignalGuard:
         if threading.current_thread() is threading.main_thread():
@@ -147,12 +151,12 @@ class Result:
             return "no changes: 0 writes"
         return f"applied {len(self.done)} changes"
 
-    def to_json(self) -> dict:
-        return {
-            "writes": self.writes,
-            "done": [a.to_json(self.root) for a in self.done],
-            "kept": list(self.kept),
-        }
+    def to_json(self, done: object = None) -> dict:
+        """The result as the report has it; ``done`` is the done list's JSON when the caller
+        made it already (setup, while the core made the changes)."""
+        if done is None:
+            done = [a.to_json(self.root) for a in self.done]
+        return {"writes": self.writes, "done": done, "kept": list(self.kept)}
 
 
 class Roots:
@@ -245,6 +249,7 @@ def apply(
     units: SystemdUnits | None = None,
     on_done: Callable[[Action], None] | None = None,
     signals: SignalGuard | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Result:
     """Make every action of ``plan``; on the first failure undo them all and raise.
 
@@ -257,12 +262,20 @@ def apply(
     recorded). ``signals`` is the caller's guard (setup keeps it over converge too, and acts on
     a late signal itself); without one, apply guards itself and re-raises a late signal to the
     previous handler once it is back, as if the signal had come just after apply returned.
+
+    When no change needs Python between two others (no process move, systemd unit, test
+    kernel or progress line), the whole plan is one core call on a second thread, and this
+    one meanwhile prepares the record as it will be once every change is made, then calls
+    ``meanwhile`` (the caller's own preparing: it must only compute, and an exception in it
+    is dropped, so the caller finds nothing prepared). Otherwise ``meanwhile`` is called
+    before the first change. Either way it is called once, and what it prepares is worth
+    using only if every change is made.
     """
     if signals is None:
         with SignalGuard() as own:
             result = apply(
                 plan, state, record, roots=roots, switches=switches, units=units,
-                on_done=on_done, signals=own,
+                on_done=on_done, signals=own, meanwhile=meanwhile,
             )  # fmt: skip
         if own.signo is not None:
             signal.raise_signal(own.signo)
@@ -271,6 +284,7 @@ def apply(
     result = Result(plan.root)
     created: set[tuple[str, str]] = set()
     if not plan.actions:
+        _prepare(meanwhile)
         return result
     try:
         state.journal([_change(a) for a in plan.actions if a.kind != "move"])
@@ -282,32 +296,82 @@ def apply(
             f"(--state-dir): {_reason(exc)}; nothing was changed."
         ) from exc
 
-    def done(a: Action) -> None:
+    def made(actions: list[Action]) -> None:
         nonlocal on_done
-        if a.kind == "mkdir":
-            created.add((a.mount, a.path))
-        result.done.append(a)
-        if on_done is not None:  # progress for the command line
+        created.update([(a.mount, a.path) for a in actions if a.kind == "mkdir"])
+        result.done.extend(actions)
+        for a in actions if on_done is not None else ():  # progress for the command line
             try:
                 on_done(a)
             except OSError:  # stderr gone (a hung-up terminal: EIO): no more progress lines
                 on_done = None
+                break
 
-    # Without per-change hooks (a fake kernel, systemd units) the changes between process
-    # moves go to the core in batches: one C call per batch instead of one per change.
     batched = switches.kernel is None and units is None
-    for run in _runs(plan.actions, batched):
-        # Between core calls only: every change made so far is in result.done. A batch is at
-        # most BATCH changes, so a signal is acted on within that many.
-        if signals.signo is not None:
+    whole = batched and on_done is None and all(a.kind != "move" for a in plan.actions)
+    if whole:  # one core call for the plan, while this thread prepares the record
+        make = functools.partial(
+            _make, plan, roots, switches, units, signals, made, len(plan.actions)
+        )
+        prepare = functools.partial(_ready, state, record, plan, meanwhile)
+        stopped, ready = _overlapped(make, prepare)
+    else:
+        _prepare(meanwhile)
+        stopped = _make(plan, roots, switches, units, signals, made, BATCH if batched else 1)
+        ready = None
+    if stopped is not None:
+        if stopped.exc is None:
             _interrupt(state, record, result, created, roots, switches, units, signals.signo)
+        _fail(state, record, result, created, roots, switches, units, stopped.exc, stopped.what)
+    # Every change is made: a signal from here on does not undo a complete setup; the record
+    # is saved and the caller answers the signal (see the docstring).
+    try:
+        if ready is None:
+            state.save(_fold(record, result.done))
+        else:
+            vars(record).update(vars(ready[0]))
+            state.save(record, ready[1])
+    except OSError as exc:
+        what = f"recording the {len(result.done)} changes in {state.path} (--state-dir)"
+        _fail(state, record, result, created, roots, switches, units, exc, what)
+    return result
+
+
+BATCH = 256  # changes per core call when progress (on_done) is reported after each
+
+
+class _Stopped(NamedTuple):
+    """Why the changes stopped short: ``exc`` and ``what`` failed, or a signal (exc None)."""
+
+    exc: BaseException | None
+    what: str = ""
+
+
+def _make(
+    plan: Plan,
+    roots: Roots,
+    switches: TestSwitches,
+    units: SystemdUnits | None,
+    signals: SignalGuard,
+    made: Callable[[list[Action]], None],
+    size: int,
+) -> _Stopped | None:
+    """Make ``plan``'s changes in order, those that are not process moves in core calls of
+    up to ``size`` (1: each with its hooks, through Python), handing each run made to
+    ``made``; stop at the first failure or signal and say which (None: all were made)."""
+    batched = size > 1
+    for run in _runs(plan.actions, batched, size):
+        # Between core calls, and inside one through the guard's stop flag: every change
+        # made so far is in result.done.
+        if signals.signo is not None:
+            return _Stopped(None)
         if batched and run[0].kind != "move":
-            made, exc = _batch(roots, run)
-            for a in run[:made]:
-                done(a)
+            n, exc = _batch(roots, run, signals.stop)
+            made(run[:n])
             if exc is not None:
-                what = run[made].describe(plan.root)
-                _fail(state, record, result, created, roots, switches, units, exc, what)
+                return _Stopped(exc, run[n].describe(plan.root))
+            if n < len(run):
+                return _Stopped(None)  # the stop flag: a signal came during the call
             continue
         a = run[0]
         try:
@@ -318,31 +382,65 @@ def apply(
         except ProcessLookupError:
             continue
         except (OSError, SystemdError, ValueError) as exc:  # ValueError: a path no call takes
-            _fail(
-                state, record, result, created, roots, switches, units, exc, a.describe(plan.root)
-            )
-        done(a)
-    # Every change is made: a signal from here on does not undo a complete setup; the record
-    # is saved and the caller answers the signal (see the docstring).
+            return _Stopped(exc, a.describe(plan.root))
+        made(run)
+    return None
+
+
+def _overlapped(make: Callable[[], _Stopped | None], prepare: Callable[[], object]):
+    """``make()`` on a second thread (a core call: the GIL is released) while this one runs
+    ``prepare()``: (what make returned, what prepare did). This thread always waits for the
+    changes before it goes on: the rollback and the record are its."""
+    out: list = []
+
+    def work() -> None:
+        try:
+            out.append(make())
+        except BaseException as exc:  # handed to the caller's thread
+            out.append(exc)
+
+    worker = threading.Thread(target=work, name="cgalloc-apply")
+    worker.start()
     try:
-        state.save(_fold(record, result.done))
-    except OSError as exc:
-        what = f"recording the {len(result.done)} changes in {state.path} (--state-dir)"
-        _fail(state, record, result, created, roots, switches, units, exc, what)
-    return result
+        ready = prepare()
+    finally:
+        worker.join()
+    if isinstance(out[0], BaseException):
+        raise out[0]
+    return out[0], ready
 
 
-BATCH = 256  # changes per core call: progress (on_done) is reported after each batch
+def _ready(
+    state: StateDir, record: Record, plan: Plan, meanwhile: Callable[[], object] | None
+) -> tuple[Record, bytes | None] | None:
+    """What :func:`apply` prepares while the changes are made: ``record`` as it will be with
+    them all (a copy) and its file's bytes; then the caller's ``meanwhile``. None where the
+    record cannot be prepared: it is then folded and written after the changes, as without
+    a second thread, and meets the same error there."""
+    try:
+        folded = _fold(record.copy(), plan.actions)
+        ready = folded, state.record_data(folded)
+    except Exception:  # prepared work is optional; the error is met again, in its place
+        ready = None
+    _prepare(meanwhile)
+    return ready
 
 
-def _runs(actions: list[Action], batched: bool) -> Iterator[list[Action]]:
-    """``actions`` in order as runs of at most BATCH changes that are not process moves
+def _prepare(meanwhile: Callable[[], object] | None) -> None:
+    """The caller's preparing (see :func:`apply`); an exception in it is dropped."""
+    if meanwhile is not None:
+        with contextlib.suppress(Exception):
+            meanwhile()
+
+
+def _runs(actions: list[Action], batched: bool, size: int = BATCH) -> Iterator[list[Action]]:
+    """``actions`` in order as runs of at most ``size`` changes that are not process moves
     (``batched``), every other action alone."""
     run: list[Action] = []
     for a in actions:
         if batched and a.kind != "move":
             run.append(a)
-            if len(run) == BATCH:
+            if len(run) == size:
                 yield run
                 run = []
             continue
@@ -354,21 +452,22 @@ def _runs(actions: list[Action], batched: bool) -> Iterator[list[Action]]:
         yield run
 
 
-def _batch(roots: Roots, chunk: list[Action]) -> tuple[int, BaseException | None]:
-    """Make ``chunk`` (no moves) through ``core.apply_ops`` until one fails: how many were
-    made and the error. A mount whose root cannot be opened fails at its first change."""
+def _batch(roots: Roots, chunk: list[Action], stop: core.Stop) -> tuple[int, BaseException | None]:
+    """Make ``chunk`` (no moves) through ``core.apply_ops`` until one fails or ``stop`` is
+    set: how many were made and the error. A mount whose root cannot be opened fails at its
+    first change."""
     ops: list[tuple[object, str, str | None]] = []
     for a in chunk:
         try:
             root = roots[a.mount]
         except OSError as exc:
-            made, err = core.apply_ops(ops)
-            return made, err or exc
+            made, err = core.apply_ops(ops, stop)
+            return made, err if made < len(ops) else exc
         if a.kind == "mkdir":
             ops.append((root, a.path, None))
         else:
             ops.append((root, cgroup_file(a.path, a.file), a.new))
-    return core.apply_ops(ops)
+    return core.apply_ops(ops, stop)
 
 
 def _change(a: Action) -> tuple:

@@ -5,7 +5,8 @@ With ``indent`` the json module drops to its pure-Python encoder (generators per
 was the largest cost of ``setup -o json`` on a 1000-pod plan. Here containers are joined in one
 pass and strings go through the C ``encode_basestring_ascii``; anything the fast path does not
 know (a non-string key, a float, another type) is handed to the json module whole, so the
-output never differs from it.
+output never differs from it. :class:`Encoded` carries a value's text made ahead of time (setup
+encodes its report while the core makes the changes), placed as it is where it fits.
 """
 
 from __future__ import annotations
@@ -16,6 +17,22 @@ from json.encoder import encode_basestring_ascii as _string
 
 class _Other(Exception):
     """The value holds something only the json module should encode."""
+
+
+class Encoded:
+    """``value`` with its text as it is written at nesting ``depth`` (0: the document itself),
+    made now: :func:`dump` writes that text where the value sits at that depth, and encodes the
+    value again anywhere else. Either way the output is the plain value's."""
+
+    __slots__ = ("pad", "text", "value")
+
+    def __init__(self, value: object, depth: int) -> None:
+        self.value = value
+        self.pad = "\n" + "  " * depth
+        try:
+            self.text: str | None = _encode(value, self.pad)
+        except (_Other, RecursionError):  # the json module's to encode, in its place
+            self.text = None
 
 
 def _encode(value: object, pad: str) -> str:
@@ -41,6 +58,10 @@ def _encode(value: object, pad: str) -> str:
             return "[]"
         inner = pad + "  "
         return "[" + inner + ("," + inner).join([_encode(v, inner) for v in value]) + pad + "]"
+    if kind is Encoded:
+        if value.pad == pad and value.text is not None:
+            return value.text
+        return _encode(value.value, pad)
     word = plain_scalar(value)
     if word is None:
         raise _Other
@@ -65,4 +86,12 @@ def dump(data: object) -> str:
     try:
         return _encode(data, "\n")
     except (_Other, RecursionError):
-        return json.dumps(data, indent=2, sort_keys=True)
+        return json.dumps(data, indent=2, sort_keys=True, default=_plain)
+
+
+def _plain(value: object) -> object:
+    """The json module's ``default``: an Encoded is its value; anything else is refused as the
+    json module refuses it."""
+    if type(value) is Encoded:
+        return value.value
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")

@@ -81,6 +81,11 @@ class Record:
     def is_empty(self) -> bool:
         return not (self.created or self.changed or self.enabled or self.written)
 
+    def copy(self) -> Record:
+        """A copy whose changes leave this record as it is."""
+        enabled = {k: set(v) for k, v in self.enabled.items()}
+        return Record(set(self.created), dict(self.changed), enabled, set(self.written), self.boot)
+
     def note(self, entry: dict) -> None:
         """Fold one journal entry (a line of :func:`_journal_text`) into the record."""
         self.note_change(
@@ -369,19 +374,26 @@ class StateDir:
                 raise self._broken(RECORD_NAME, str(exc) or "bad shape") from exc
         return rec
 
-    def save(self, rec: Record) -> None:
-        """Replace the record atomically and durably (or remove it when empty), then drop the
-        journal. OSError when the directory cannot take it."""
-        target = self._file(RECORD_NAME)
+    def record_data(self, rec: Record) -> bytes | None:
+        """``rec`` stamped with this boot, as its file holds it; None when it is empty (no
+        file)."""
         rec.boot = self.boot
-        if rec.is_empty():
+        return None if rec.is_empty() else _record_text(rec.to_json()).encode()
+
+    def save(self, rec: Record, data: bytes | None = None) -> None:
+        """Replace the record atomically and durably (or remove it when empty), then drop the
+        journal; ``data`` is ``record_data(rec)`` when the caller made it already. OSError
+        when the directory cannot take it."""
+        target = self._file(RECORD_NAME)
+        if data is None:
+            data = self.record_data(rec)
+        if data is None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(target)
         else:
             tmp = target + ".tmp"
-            data = _record_text(rec.to_json())
             try:
-                _write_file(tmp, data.encode(), os.O_TRUNC)
+                _write_file(tmp, data, os.O_TRUNC)
                 os.replace(tmp, target)
             except OSError:
                 with contextlib.suppress(OSError):

@@ -134,10 +134,17 @@ def _plan_mounts(plan: Plan) -> dict[str, dict]:
     return mounts
 
 
-def save(state: StateDir, key: str, plan: Plan, record: Record) -> None:
+def mounts_text(plan: Plan) -> str:
+    """The memo's ``mounts`` as JSON: what :func:`save` writes of ``plan`` alone, so setup
+    makes it while the core makes the changes."""
+    return json.dumps(_plan_mounts(plan), separators=(",", ":"))
+
+
+def save(state: StateDir, key: str, plan: Plan, record: Record, mounts: str | None = None) -> None:
     """Keep ``plan`` (whose tree setup has just made, with nothing it no longer wants left
-    over) as the memo of inputs ``key``; ``record`` is the record the run left. A memo that
-    cannot be written is only a slower next run: any error leaves none behind."""
+    over) as the memo of inputs ``key``; ``record`` is the record the run left; ``mounts`` is
+    :func:`mounts_text` of ``plan`` when made already. A memo that cannot be written is only a
+    slower next run: any error leaves none behind."""
     if any(k not in plan.wanted_dirs for k in record.enabled):
         # controllers enabled in a cgroup setup did not make and no longer wants (never
         # stale): the full run checks where that entry points, the memo would not
@@ -149,9 +156,10 @@ def save(state: StateDir, key: str, plan: Plan, record: Record) -> None:
         memo = {
             "version": MEMO_VERSION, "key": key, "record": record_digest(state),
             "boot": state.boot, "root": plan.root, "hierarchy": plan.version,
-            "warnings": list(plan.warnings), "mounts": _plan_mounts(plan),
+            "warnings": list(plan.warnings),
         }  # fmt: skip
-        data = json.dumps(memo, separators=(",", ":")).encode()  # one call of the C encoder
+        head = json.dumps(memo, separators=(",", ":"))  # C encoder; "mounts" goes last
+        data = f'{head[:-1]},"mounts":{mounts or mounts_text(plan)}}}'.encode()
         with open(tmp, "wb") as fh:
             fh.write(data)
         os.replace(tmp, target)

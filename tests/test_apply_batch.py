@@ -1,11 +1,14 @@
 """apply() without per-change hooks hands the changes to the core in batches (core.apply_ops,
-csrc/apply_batch.c): the same all-or-nothing as one call per change, at every position of a
-plan longer than one batch, with the C core and with the pure one (a CC=false install).
+csrc/apply_batch.c) — with progress lines BATCH at a time, without them the whole plan in one
+call on a second thread: the same all-or-nothing as one call per change, at every position of
+a plan longer than one batch, with the C core and with the pure one (a CC=false install).
 
 A plain directory tree stands in for cgroupfs here (no fake kernel: its hooks would take the
 per-change path); the real kernel runs the same path in tests/kernel."""
 
 from __future__ import annotations
+
+import threading
 
 import pytest
 from fakecgroup import snapshot
@@ -24,6 +27,13 @@ PODS = BATCH + 44  # more than one batch
 def impl(request, monkeypatch):
     monkeypatch.setattr(cgalloc.core, "apply_ops", request.param.apply_ops)
     return request.param
+
+
+@pytest.fixture(params=["batches", "whole"])
+def progress(request):
+    """A progress printer (apply makes BATCH changes per core call) or none (the whole plan in
+    one call, on a second thread)."""
+    return [].append if request.param == "batches" else None
 
 
 def _tree(tmp_path):
@@ -75,7 +85,7 @@ POSITIONS = [0, 1, BATCH - 1, BATCH, BATCH + 1, PODS - 1, PODS, PODS + 1]
 
 
 @pytest.mark.parametrize("n", POSITIONS)
-def test_change_n_failing_undoes_every_earlier_one(impl, tmp_path, n):
+def test_change_n_failing_undoes_every_earlier_one(impl, progress, tmp_path, n):
     root, state = _tree(tmp_path), StateDir(str(tmp_path / "state"))
     p = _plan(root)
     failing = p.actions[n]
@@ -85,7 +95,7 @@ def test_change_n_failing_undoes_every_earlier_one(impl, tmp_path, n):
         (root / failing.path / failing.file).unlink()
     before = snapshot(root)
     with pytest.raises(CgallocError) as info:
-        _apply(impl, root, state, p)
+        _apply(impl, root, state, p, progress)
     assert f"{failing.describe(str(root))} failed" in str(info.value)
     assert f"all {n} earlier changes were undone" in str(info.value)
     assert snapshot(root) == before
@@ -94,7 +104,7 @@ def test_change_n_failing_undoes_every_earlier_one(impl, tmp_path, n):
 
 
 @pytest.mark.parametrize("n", [0, BATCH, PODS - 1, PODS])
-def test_a_path_no_kernel_call_takes_is_undone_like_a_failed_change(impl, tmp_path, n):
+def test_a_path_no_kernel_call_takes_is_undone_like_a_failed_change(impl, progress, tmp_path, n):
     # A lone surrogate outside surrogateescape's range cannot be encoded for a syscall: the
     # encoding raised UnicodeEncodeError out of apply, leaving the earlier changes made and
     # unrecorded (the hostile-input review, with a non-UTF-8 --kube-reserved-cgroup).
@@ -110,9 +120,66 @@ def test_a_path_no_kernel_call_takes_is_undone_like_a_failed_change(impl, tmp_pa
     p.actions[n] = bad
     before = snapshot(root)
     with pytest.raises(CgallocError) as info:
-        _apply(impl, root, state, p)
+        _apply(impl, root, state, p, progress)
     assert f"all {n} earlier changes were undone" in str(info.value)
     assert "surrogates not allowed" in str(info.value)
     assert snapshot(root) == before
     assert not (tmp_path / "state" / "journal.jsonl").exists()
     assert state.load().is_empty()
+
+
+def test_without_progress_one_core_call_on_another_thread_while_this_one_prepares(
+    impl, tmp_path, monkeypatch
+):
+    root, state = _tree(tmp_path), StateDir(str(tmp_path / "state"))
+    p, calls, prepared = _plan(root), [], []
+
+    def apply_ops(ops, stop=None):
+        calls.append((len(ops), threading.get_ident()))
+        return impl.apply_ops(ops, stop)
+
+    monkeypatch.setattr(cgalloc.core, "apply_ops", apply_ops)
+    roots = Roots(opener=impl.open_root, allow_any_fs=True)
+    with state.locked():
+        result = apply(
+            p, state, state.load(), roots=roots, switches=TestSwitches(allow_any_fs=True),
+            meanwhile=lambda: prepared.append(threading.get_ident()),
+        )  # fmt: skip
+    assert result.done == p.actions
+    assert [n for n, _ in calls] == [len(p.actions)]
+    assert prepared == [threading.get_ident()] and calls[0][1] != prepared[0]
+
+
+def test_the_record_prepared_meanwhile_is_the_one_made_after(impl, tmp_path):
+    """The record apply writes from what it prepared on its own thread is, byte for byte, the
+    one folded after the changes (the progress path's), over an earlier record too."""
+    texts = []
+    for progress in (None, [].append):
+        base = tmp_path / ("whole" if progress is None else "batches")
+        root, state = _tree(base), StateDir(str(base / "state"))
+        with state.locked():  # an earlier run's record: a value it changed, a cgroup it made
+            rec = state.load()
+            rec.note_change("write", str(root), "kubepods", "cpu.weight", "7")
+            rec.note_change("mkdir", str(root), "kubepods/earlier", "", None)
+            state.save(rec)
+        _apply(impl, root, state, _plan(root), progress)
+        texts.append((base / "state" / "owned.json").read_text().replace(str(base), "BASE"))
+    assert texts[0] == texts[1]
+    assert '"7"' in texts[0] and "kubepods/earlier" in texts[0] and "kubepods/pod0" in texts[0]
+
+
+def test_an_exception_while_preparing_leaves_the_run_as_without_it(impl, tmp_path):
+    root, state = _tree(tmp_path), StateDir(str(tmp_path / "state"))
+    p = _plan(root)
+
+    def broken():
+        raise RuntimeError("a bug in the caller's preparing")
+
+    roots = Roots(opener=impl.open_root, allow_any_fs=True)
+    with state.locked():
+        result = apply(
+            p, state, state.load(), roots=roots, switches=TestSwitches(allow_any_fs=True),
+            meanwhile=broken,
+        )  # fmt: skip
+    assert result.done == p.actions
+    assert len(state.load().created) == PODS

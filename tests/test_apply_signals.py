@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -204,8 +205,8 @@ def test_a_failed_rollback_keeps_the_record_and_says_so(tmp_path):
 
 
 def test_batched_apply_acts_on_a_signal_after_the_batch(tmp_path, monkeypatch):
-    # no per-change hooks: the changes go to the core BATCH at a time; a signal arriving during
-    # a batch is acted on when that batch returns, and what it made is undone too
+    # progress lines: the changes go to the core BATCH at a time; a signal arriving just as a
+    # batch's call returns is acted on before the next, and what it made is undone too
     root = tmp_path / "cg"
     (root / "kubepods").mkdir(parents=True)
     pods = BATCH + 44
@@ -216,9 +217,9 @@ def test_batched_apply_acts_on_a_signal_after_the_batch(tmp_path, monkeypatch):
     p = plan.Plan(root=str(root), version="v2", actions=actions)
     calls = []
 
-    def apply_ops(ops):
+    def apply_ops(ops, stop=None):
         calls.append(len(ops))
-        made = native.apply_ops(ops)
+        made = native.apply_ops(ops, stop)
         os.kill(os.getpid(), signal.SIGTERM)  # as if it came while the C call ran
         return made
 
@@ -226,12 +227,54 @@ def test_batched_apply_acts_on_a_signal_after_the_batch(tmp_path, monkeypatch):
     before = snapshot(root)
     state = StateDir(str(tmp_path / "state"))
     with state.locked(), pytest.raises(Interrupted) as info:
-        apply(p, state, state.load(), roots=Roots(native.open_root, True))
+        apply(p, state, state.load(), roots=Roots(native.open_root, True), on_done=[].append)
     assert calls == [BATCH]  # the second batch was never started
     assert str(info.value).endswith(
         f"all {BATCH} earlier changes were undone, the node is as it was."
     )
     assert snapshot(root) == before
+    assert _left(tmp_path / "state") in ([], ["lock"])
+
+
+def test_a_signal_stops_the_one_core_call_before_its_next_change(tmp_path):
+    # No progress lines: the whole plan is one core call on a second thread. A signal while
+    # that call runs sets the guard's stop flag, and the call stops before its next change:
+    # here the second change, a write into a FIFO, holds the call until this thread (in
+    # apply's meanwhile) has signalled and then opened the FIFO's reading end.
+    root = tmp_path / "cg"
+    (root / "kubepods").mkdir(parents=True)
+    os.mkfifo(root / "kubepods" / "fifo")
+    m = str(root)
+    actions = [plan.Action("mkdir", m, "kubepods/pod0", cgroup="kubepods/pod0")]
+    actions.append(plan.Action("write", m, "kubepods", "fifo", "", "1", "kubepods"))
+    actions += [
+        plan.Action("mkdir", m, f"kubepods/pod{i}", cgroup=f"kubepods/pod{i}") for i in range(1, 50)
+    ]
+    p = plan.Plan(root=m, version="v2", actions=actions)
+    reader = []
+
+    def meanwhile():
+        while not (root / "kubepods" / "pod0").exists():
+            time.sleep(0.001)
+        time.sleep(0.05)  # the core call is now blocked opening the FIFO to write
+        os.kill(os.getpid(), signal.SIGTERM)
+        # the handler has run (this thread is the main one): open the reading end, so the
+        # write is made; the rollback's write of the old value goes into the pipe as well
+        reader.append(os.open(root / "kubepods" / "fifo", os.O_RDONLY | os.O_NONBLOCK))
+
+    state = StateDir(str(tmp_path / "state"))
+    try:
+        with state.locked(), pytest.raises(Interrupted) as info:
+            apply(p, state, state.load(), roots=Roots(native.open_root, True), meanwhile=meanwhile)
+        written = os.read(reader[0], 64)
+    finally:
+        for fd in reader:
+            os.close(fd)
+    assert str(info.value) == (
+        "setup interrupted by SIGTERM; all 2 earlier changes were undone, the node is as it was."
+    )
+    assert written.startswith(b"1")  # the change was made (then its undo wrote the old value)
+    assert sorted(os.listdir(root / "kubepods")) == ["fifo"]
     assert _left(tmp_path / "state") in ([], ["lock"])
 
 

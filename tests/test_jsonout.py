@@ -105,3 +105,23 @@ def test_a_flat_mapping_whose_strings_look_like_separators(data):
     assert jsonout.dump([data, {"k": data}]) == json.dumps(
         [data, {"k": data}], indent=2, sort_keys=True
     )
+
+
+@PROPS
+@given(DOCS, st.integers(0, 3))
+def test_a_value_encoded_ahead_is_written_as_the_value_itself(value, depth):
+    """jsonout.Encoded (setup's report, encoded while the core works): at the depth it was
+    encoded for, elsewhere, and inside a document the json module must encode (a float), the
+    text is that of the plain value in its place."""
+    for doc, plain in [
+        (jsonout.Encoded(value, depth), value),
+        ({"a": jsonout.Encoded(value, depth)}, {"a": value}),
+        ({"a": [{"b": jsonout.Encoded(value, depth)}]}, {"a": [{"b": value}]}),
+        ({"x": 1.5, "a": jsonout.Encoded(value, depth)}, {"x": 1.5, "a": value}),
+    ]:
+        want = _reference(plain)
+        if isinstance(want, str):
+            assert jsonout.dump(doc) == want
+        else:
+            with pytest.raises(want):
+                jsonout.dump(doc)

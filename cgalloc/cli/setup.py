@@ -6,6 +6,7 @@ the root check and the report layout.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 from collections.abc import Callable
@@ -399,6 +400,7 @@ def register(app: typer.Typer) -> None:
         key = tree.memo_key(cfg, basis, dbus) if basis else None
         signals = SignalGuard()  # entered around the changes only
         units = None
+        ready: dict[str, object] = {}  # what _prepare made while the core made the changes
         with state.locked():
             p = plan_memo.in_sync(state, key, basis.hierarchy) if basis and key else None
             if p is not None:  # the memo's tree holds: nothing to change, as a full plan finds
@@ -409,15 +411,17 @@ def register(app: typer.Typer) -> None:
             else:
                 p, record, result, cleaned, units, started = _plan_and_apply(
                     tree, cfg, switches, basis, state, state_dir, dbus, force, output, quiet,
-                    signals,
+                    signals, functools.partial(_prepare, ready, key is not None, output, quiet),
                 )  # fmt: skip
                 keep = key is not None and signals.signo is None
                 if keep and not cleaned.kept and not cleaned.left:
-                    plan_memo.save(state, key, p, record)
+                    plan_memo.save(state, key, p, record, ready.get("mounts"))
                 else:
                     plan_memo.forget(state)
         if not quiet or cleaned.kept:  # kept is a failure: said even with --quiet
-            doc = {"dryRun": False, "plan": p.to_json(), **result.to_json()}
+            done = ready.get("done") if result.done == p.actions else None
+            doc = {"dryRun": False, "plan": ready.get("plan") or p.to_json()}
+            doc.update(result.to_json(done))
             lines = [f"{a.describe(p.root)} (no longer wanted)" for a in cleaned.done]
             lines += [f"kept {k}" for k in cleaned.kept]
             if units is not None:
@@ -440,6 +444,24 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1)
 
 
+def _prepare(ready: dict, memo: bool, output: OutputFormat, quiet: bool, plan: Plan) -> None:
+    """Into ``ready``, what setup writes after the changes that ``plan`` alone decides: the
+    memo's mounts, and the report's plan and (if every change is made) done list — for -o json
+    as their text. apply calls it while the core makes the changes (on another thread)."""
+    if memo:
+        ready["mounts"] = plan_memo.mounts_text(plan)
+    if quiet or output is OutputFormat.table:
+        return
+    doc = plan.to_json()
+    # the same dicts twice is one text twice in JSON; YAML would write an alias instead
+    done = doc["actions"] if output is OutputFormat.json else plan.to_json()["actions"]
+    if output is OutputFormat.json:
+        from cgalloc import jsonout
+
+        doc, done = jsonout.Encoded(doc, 1), jsonout.Encoded(done, 1)  # both top-level keys
+    ready["plan"], ready["done"] = doc, done
+
+
 def _plan_and_apply(
     tree: TreeOptions,
     cfg: NodeConfig,
@@ -452,11 +474,12 @@ def _plan_and_apply(
     output: OutputFormat,
     quiet: bool,
     signals: SignalGuard,
+    prepare: Callable[[Plan], None],
 ) -> tuple[Plan, Record, Result, Result, SystemdUnits | None, set[str]]:
     """setup's full run under the state lock: load and check the record, plan, show the plan,
-    apply it and undo what is no longer wanted, with ``signals`` guarding the changes.
-    Returns the plan, the record as the run left it, what apply and converge did, the systemd
-    units and those the record held before."""
+    apply it (``prepare(plan)`` meanwhile) and undo what is no longer wanted, with ``signals``
+    guarding the changes. Returns the plan, the record as the run left it, what apply and
+    converge did, the systemd units and those the record held before."""
     record = state.load()
     warn(state.notes)
     check_managed(tree.cgroupfs, record)
@@ -485,7 +508,7 @@ def _plan_and_apply(
     with signals:
         result: Result = apply(
             p, state, record, switches=switches, units=units, on_done=on_done,
-            signals=signals,
+            signals=signals, meanwhile=functools.partial(prepare, p),
         )  # fmt: skip
         cleaned = converge(
             p, state, record, stale, switches=switches, systemd=client,

@@ -30,9 +30,11 @@ Interface::
     got = read_files(dirfd, paths, slot=512, threads=0, no_symlinks=False)
         # each file below an fd with one read: its bytes, or -errno (-EFBIG when it fills
         # the slot, -EISDIR for a directory: it exists); no_symlinks resolves as writes do
-    made, error = apply_ops([(root, relpath, value_or_None_for_mkdir), ...])
-        # in order until one fails (error: the WriteError write/mkdir raise, else None);
-        # the C core makes them all in one call (csrc/apply_batch.c)
+    made, error = apply_ops([(root, relpath, value_or_None_for_mkdir), ...], stop=None)
+        # in order until one fails (error: the WriteError write/mkdir raise, else None) or
+        # a Stop (set by a signal handler, even while the call runs) is found set before an
+        # op (made < len, error None); the C core makes them all in one call
+        # (csrc/apply_batch.c)
 
 Records:
 
@@ -83,6 +85,7 @@ from cgalloc.core.records import (
     CoreError,
     FileSpec,
     Snapshot,
+    Stop,
     WriteError,
 )
 
@@ -120,6 +123,7 @@ __all__ = [
     "Root",
     "Sampler",
     "Snapshot",
+    "Stop",
     "WriteError",
     "apply_ops",
     "oldest_mtimes",

@@ -251,21 +251,23 @@ def parse(spec: FileSpec, data: bytes) -> list[tuple[int, int]]:
     return [(st[k], vals[k]) for k in range(spec.ncells)]
 
 
-def apply_ops(ops: Sequence[tuple[Root, str, str | None]]) -> tuple[int, r.WriteError | None]:
-    """Make ``ops`` in order (``(root, relpath, value)``; value None = mkdir) until one fails:
-    (how many were made, the failing one's error or None). One C call (csrc/apply_batch.c)
-    for them all, each op as ``Root.mkdir``/``Root.write`` makes it."""
-    if not ops:
+def apply_ops(
+    ops: Sequence[tuple[Root, str, str | None]], stop: r.Stop | None = None
+) -> tuple[int, r.WriteError | None]:
+    """Make ``ops`` in order (``(root, relpath, value)``; value None = mkdir) until one fails
+    or ``stop`` is set: (how many were made, the failing one's error or None). One C call
+    (csrc/apply_batch.c) for them all, each op as ``Root.mkdir``/``Root.write`` makes it."""
+    if not ops or stop:
         return 0, None
     pieces = [x for _root, path, value in ops for x in (path, "" if value is None else value)]
     joined = "\0".join(pieces)
     if joined.count("\0") != len(pieces) - 1:  # a NUL inside a path or value
-        return r.apply_ops_each(ops)
+        return r.apply_ops_each(ops, stop)
     joined += "\0"
     try:
         buf = os.fsencode(joined)
     except UnicodeEncodeError:  # a surrogate outside surrogateescape's: say which op, each alone
-        return r.apply_ops_each(ops)
+        return r.apply_ops_each(ops, stop)
     # ASCII (the usual case): byte offsets are character offsets
     lens = map(len, pieces) if len(buf) == len(joined) else (len(os.fsencode(x)) for x in pieces)
     offs = array("Q", [0])
@@ -277,11 +279,12 @@ def apply_ops(ops: Sequence[tuple[Root, str, str | None]]) -> tuple[int, r.Write
         for root, _p, value in ops
     )
     err = ffi.new("int *")
+    cell = ffi.NULL if stop is None else ffi.from_buffer("int[]", stop.cell)
     done = lib.cg_apply_ops(
         ffi.from_buffer("int[]", fds), kinds, buf, ffi.from_buffer("size_t[]", offs), len(ops),
-        err,
+        err, cell,
     )  # fmt: skip
-    if done == len(ops):
+    if done == len(ops) or not err[0]:  # all made, or stopped before op ``done``
         return done, None
     _root, path, value = ops[done]
     return done, r.op_error(-err[0], path, value)

@@ -421,7 +421,9 @@ def open_root(path: str, allow_any_fs: bool = False, force_walk: bool = False) -
     return Root(path, fd, fstype, force_walk)
 
 
-def apply_ops(ops: Sequence[tuple[Root, str, str | None]]) -> tuple[int, r.WriteError | None]:
-    """Make ``ops`` in order (``(root, relpath, value)``; value None = mkdir) until one fails:
-    (how many were made, the failing one's error or None)."""
-    return r.apply_ops_each(ops)
+def apply_ops(
+    ops: Sequence[tuple[Root, str, str | None]], stop: r.Stop | None = None
+) -> tuple[int, r.WriteError | None]:
+    """Make ``ops`` in order (``(root, relpath, value)``; value None = mkdir) until one fails
+    or ``stop`` is set: (how many were made, the failing one's error or None)."""
+    return r.apply_ops_each(ops, stop)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno as _errno
 import os
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -393,10 +394,29 @@ def op_error(err: int, path: str, value: str | None) -> WriteError:
     return error(err, path, *args)
 
 
-def apply_ops_each(ops) -> tuple[int, WriteError | None]:
+class Stop:
+    """A flag ``apply_ops`` checks before each op: ``set()`` (a signal handler's) stops it
+    there. One int in an array, so the C core reads the very cell Python sets while it runs
+    with the GIL released on another thread."""
+
+    __slots__ = ("cell",)
+
+    def __init__(self) -> None:
+        self.cell = array("i", [0])
+
+    def set(self) -> None:
+        self.cell[0] = 1
+
+    def __bool__(self) -> bool:
+        return self.cell[0] != 0
+
+
+def apply_ops_each(ops, stop: Stop | None = None) -> tuple[int, WriteError | None]:
     """``apply_ops`` one call per op: the pure core's, and the C core's for what its batch
     cannot carry."""
     for i, (root, path, value) in enumerate(ops):
+        if stop:
+            return i, None
         try:
             if value is None:
                 root.mkdir(path)

@@ -5,10 +5,13 @@ reference the C batch must match, op for op and error for error."""
 from __future__ import annotations
 
 import errno
+import os
+import threading
+import time
 
 import pytest
 
-from cgalloc.core import WriteError, native, pure
+from cgalloc.core import Stop, WriteError, native, pure
 
 RESOLVERS = [(native, False), (native, True), (pure, False)]
 
@@ -90,3 +93,38 @@ def test_stops_at_the_first_failure_like_the_single_calls(tree, tmp_path_factory
         outcomes.append((made, err.errno, str(err), _snapshot(copy)))
         root.close()
     assert all(o == outcomes[-1] for o in outcomes)
+
+
+@pytest.mark.parametrize(("impl", "walk"), RESOLVERS, ids=["openat2", "walk", "pure"])
+def test_a_stop_set_before_the_call_makes_nothing(tree, impl, walk):
+    root, stop = _open(tree, impl, walk), Stop()
+    stop.set()
+    ops = [(root, "a", None), (root, "kubepods/memory.max", "5")]
+    assert impl.apply_ops(ops, stop) == (0, None)
+    assert not (tree / "a").exists()
+    root.close()
+
+
+@pytest.mark.parametrize(("impl", "walk"), RESOLVERS, ids=["openat2", "walk", "pure"])
+def test_a_stop_set_during_the_call_stops_it_before_the_next_op(tree, impl, walk):
+    """Set from another thread while the call runs (as setup's signal handler does): the op
+    under way is made, none after it, and no error. The FIFO holds the call in its second op
+    until the reading end is opened, after the stop is set."""
+    os.mkfifo(tree / "fifo")
+    root, stop, out = _open(tree, impl, walk), Stop(), []
+    ops = [(root, "a", None), (root, "fifo", "1"), (root, "b", None)]
+    worker = threading.Thread(target=lambda: out.append(impl.apply_ops(ops, stop)))
+    worker.start()
+    while not (tree / "a").exists():
+        time.sleep(0.001)
+    time.sleep(0.05)  # now blocked opening the FIFO
+    stop.set()
+    fd = os.open(tree / "fifo", os.O_RDONLY | os.O_NONBLOCK)
+    worker.join()
+    try:
+        assert os.read(fd, 8) == b"1"
+    finally:
+        os.close(fd)
+    assert out == [(2, None)]
+    assert not (tree / "b").exists()
+    root.close()
