@@ -26,7 +26,7 @@ from typing import NamedTuple, NoReturn, Protocol
 
 from cgalloc import core
 from cgalloc.cgroupfs import cgroup_file
-from cgalloc.errors import CgallocError, InputError, Interrupted
+from cgalloc.errors import CgallocError, HostError, InputError, Interrupted
 from cgalloc.ownership import BOOT_ID_FILE, Record, StateDir
 from cgalloc.plan import Action, LiveTree, Plan, cgroup_depth, read_file, undo_actions
 from cgalloc.systemd import (
@@ -88,8 +88,10 @@ def signal_name(signo: int) -> str:
 class SignalGuard:
     """While entered, SIGINT, SIGTERM and SIGHUP are only recorded in ``received`` (in the
     order they came), never raised: an exception raised asynchronously between a core call and
-    the bookkeeping of what it made would lose track of changes made. :func:`apply` and
-    :func:`converge` look at ``received`` between changes; the rollback ignores it, so later
+    the bookkeeping of what it made would lose track of changes made. The handler also sets
+    ``stop``, which a core call making changes (on another thread, while this one prepares)
+    reads before each change. :func:`apply` and :func:`converge` look at ``received`` between
+    changes; the rollback ignores it, so later
     signals cannot cut it short. Installed only in the main thread (the only one Python
     delivers signals to) and not over a signal that is ignored (``nohup``, a background job of
     a non-interactive shell: it stays ignored); the previous handlers are back on exit."""
@@ -97,7 +99,6 @@ class SignalGuard:
     def __init__(self) -> None:
         self.received: list[int] = []
         self._previous: dict[int, object] = {}
-        # set with the first signal: a core call making changes stops before its next one
         self.stop = core.Stop()
 
     @property
@@ -106,8 +107,10 @@ class SignalGuard:
         return self.received[0] if self.received else None
 
     def _record(self, signo: int, _frame: object) -> None:
-        self.received.append(signo)  # nothing else (see the class docstring) but the core's
-        self.stop.set()  # flag, which a core call on another thread reads between changes
+        # nothing else (see the class docstring); received first, so a call the flag stopped
+        # always finds the signal
+        self.received.append(signo)
+        self.stop.set()
 
     def __enter__(self) -> SignalGuard:
         if threading.current_thread() is threading.main_thread():
@@ -284,7 +287,7 @@ def apply(
     result = Result(plan.root)
     created: set[tuple[str, str]] = set()
     if not plan.actions:
-        _prepare(meanwhile)
+        _call(meanwhile)
         return result
     try:
         state.journal([_change(a) for a in plan.actions if a.kind != "move"])
@@ -311,13 +314,13 @@ def apply(
     whole = batched and on_done is None and all(a.kind != "move" for a in plan.actions)
     if whole:  # one core call for the plan, while this thread prepares the record
         make = functools.partial(
-            _make, plan, roots, switches, units, signals, made, len(plan.actions)
+            _make, plan, roots, switches, units, signals, made, True, len(plan.actions)
         )
         prepare = functools.partial(_ready, state, record, plan, meanwhile)
-        stopped, ready = _overlapped(make, prepare)
+        stopped, ready = _overlapped(make, prepare, signals.stop)
     else:
-        _prepare(meanwhile)
-        stopped = _make(plan, roots, switches, units, signals, made, BATCH if batched else 1)
+        _call(meanwhile)
+        stopped = _make(plan, roots, switches, units, signals, made, batched)
         ready = None
     if stopped is not None:
         if stopped.exc is None:
@@ -329,8 +332,8 @@ def apply(
         if ready is None:
             state.save(_fold(record, result.done))
         else:
-            vars(record).update(vars(ready[0]))
-            state.save(record, ready[1])
+            record.assign(ready.record)
+            state.save(record, ready.data)
     except OSError as exc:
         what = f"recording the {len(result.done)} changes in {state.path} (--state-dir)"
         _fail(state, record, result, created, roots, switches, units, exc, what)
@@ -354,12 +357,12 @@ def _make(
     units: SystemdUnits | None,
     signals: SignalGuard,
     made: Callable[[list[Action]], None],
-    size: int,
+    batched: bool,
+    size: int = BATCH,
 ) -> _Stopped | None:
-    """Make ``plan``'s changes in order, those that are not process moves in core calls of
-    up to ``size`` (1: each with its hooks, through Python), handing each run made to
+    """Make ``plan``'s changes in order — ``batched``: those that are not process moves in
+    core calls of up to ``size``; else each alone, with its hooks — handing each run made to
     ``made``; stop at the first failure or signal and say which (None: all were made)."""
-    batched = size > 1
     for run in _runs(plan.actions, batched, size):
         # Between core calls, and inside one through the guard's stop flag: every change
         # made so far is in result.done.
@@ -381,16 +384,20 @@ def _make(
                 continue
         except ProcessLookupError:
             continue
-        except (OSError, SystemdError, ValueError) as exc:  # ValueError: a path no call takes
+        # ValueError: a path no call takes; HostError: its mount's root cannot be opened
+        except (OSError, SystemdError, ValueError, HostError) as exc:
             return _Stopped(exc, a.describe(plan.root))
         made(run)
     return None
 
 
-def _overlapped(make: Callable[[], _Stopped | None], prepare: Callable[[], object]):
+def _overlapped(
+    make: Callable[[], _Stopped | None], prepare: Callable[[], _Prepared | None], stop: core.Stop
+) -> tuple[_Stopped | None, _Prepared | None]:
     """``make()`` on a second thread (a core call: the GIL is released) while this one runs
-    ``prepare()``: (what make returned, what prepare did). This thread always waits for the
-    changes before it goes on: the rollback and the record are its."""
+    ``prepare()``: (what make returned, what prepare did). This thread never goes on before
+    the changes have ended: the rollback and the record are its. Where no thread can be
+    started (a pids limit), both run here, the changes first."""
     out: list = []
 
     def work() -> None:
@@ -400,33 +407,54 @@ def _overlapped(make: Callable[[], _Stopped | None], prepare: Callable[[], objec
             out.append(exc)
 
     worker = threading.Thread(target=work, name="cgalloc-apply")
-    worker.start()
+    try:
+        worker.start()
+    except RuntimeError:  # "can't start new thread"
+        return make(), prepare()
+    raised: BaseException | None = None
+    ready = None
     try:
         ready = prepare()
-    finally:
-        worker.join()
+    except BaseException as exc:  # a library caller's own signal handler raising, say
+        raised = exc
+        stop.set()  # the changes stop, as at a signal; those made are in the journal
+    while worker.is_alive():
+        try:
+            worker.join()
+        except BaseException as exc:  # the same while waiting: the changes still end first
+            raised = raised or exc
+            stop.set()
+    if raised is not None:
+        raise raised
     if isinstance(out[0], BaseException):
         raise out[0]
     return out[0], ready
 
 
+class _Prepared(NamedTuple):
+    """The record as it will be once every change is made, and its file's bytes."""
+
+    record: Record
+    data: bytes | None
+
+
 def _ready(
     state: StateDir, record: Record, plan: Plan, meanwhile: Callable[[], object] | None
-) -> tuple[Record, bytes | None] | None:
-    """What :func:`apply` prepares while the changes are made: ``record`` as it will be with
-    them all (a copy) and its file's bytes; then the caller's ``meanwhile``. None where the
-    record cannot be prepared: it is then folded and written after the changes, as without
-    a second thread, and meets the same error there."""
+) -> _Prepared | None:
+    """What :func:`apply` prepares while the changes are made: ``record`` folded with them
+    all (a copy) and its file's bytes; then the caller's ``meanwhile``. None where the record
+    cannot be prepared: it is then folded and written after the changes, as without a second
+    thread, and meets the same error there."""
     try:
         folded = _fold(record.copy(), plan.actions)
-        ready = folded, state.record_data(folded)
+        ready = _Prepared(folded, state.record_data(folded))
     except Exception:  # prepared work is optional; the error is met again, in its place
         ready = None
-    _prepare(meanwhile)
+    _call(meanwhile)
     return ready
 
 
-def _prepare(meanwhile: Callable[[], object] | None) -> None:
+def _call(meanwhile: Callable[[], object] | None) -> None:
     """The caller's preparing (see :func:`apply`); an exception in it is dropped."""
     if meanwhile is not None:
         with contextlib.suppress(Exception):
@@ -460,7 +488,7 @@ def _batch(roots: Roots, chunk: list[Action], stop: core.Stop) -> tuple[int, Bas
     for a in chunk:
         try:
             root = roots[a.mount]
-        except OSError as exc:
+        except (OSError, HostError) as exc:  # open_root's refusal of the mount is a HostError
             made, err = core.apply_ops(ops, stop)
             return made, err if made < len(ops) else exc
         if a.kind == "mkdir":

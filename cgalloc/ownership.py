@@ -40,7 +40,7 @@ import itertools
 import json
 import os
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from cgalloc.errors import CgallocError, HostError, InputError
 from cgalloc.loading import read_regular
@@ -85,6 +85,12 @@ class Record:
         """A copy whose changes leave this record as it is."""
         enabled = {k: set(v) for k, v in self.enabled.items()}
         return Record(set(self.created), dict(self.changed), enabled, set(self.written), self.boot)
+
+    def assign(self, other: Record) -> None:
+        """Make this record hold what ``other`` holds (apply's prepared copy, once every change
+        is made: the caller's record object is the one later steps update)."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(other, f.name))
 
     def note(self, entry: dict) -> None:
         """Fold one journal entry (a line of :func:`_journal_text`) into the record."""

@@ -12,10 +12,11 @@
 #include "cgcore.h"
 
 size_t cg_apply_ops(const int *fds, const uint8_t *kinds, const char *buf, const size_t *offs,
-                    size_t n, int *err, const volatile int *stop)
+                    size_t n, int *err, const int *stop)
 {
     for (size_t i = 0; i < n; i++) {
-        if (stop && *stop) {
+        /* atomic: another thread sets it while this one runs */
+        if (stop && __atomic_load_n(stop, __ATOMIC_RELAXED)) {
             *err = 0;
             return i;
         }

@@ -14,6 +14,6 @@
 #define CG_OP_FORCE_WALK 2 /* or-ed into a kind: resolve that op with CG_FORCE_WALK (tests) */
 
 size_t cg_apply_ops(const int *fds, const uint8_t *kinds, const char *buf, const size_t *offs,
-                    size_t n, int *err, const volatile int *stop);
+                    size_t n, int *err, const int *stop);
 
 #endif

@@ -11,7 +11,7 @@ flags="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
  -Wall -Wextra -Werror -pthread -I$here"
 
 # shellcheck disable=SC2086  # flags is a word list on purpose
-$cc $flags "$here/cgcore.c" "$here/test_cgcore.c" -o "$out/test_cgcore"
+$cc $flags "$here/cgcore.c" "$here/apply_batch.c" "$here/test_cgcore.c" -o "$out/test_cgcore"
 # shellcheck disable=SC2086
 $cc $flags "$here/cgcore.c" "$here/fuzz_parsers.c" -o "$out/fuzz_parsers"
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "apply_batch.h"
 #include "cgcore.h"
 
 static int failures;
@@ -559,6 +560,31 @@ static void test_parsers(void)
     CHECK(cg_parse_token("", 0, &v) == CG_EPARSE);
 }
 
+/* apply_batch.c: ops in order until one fails; a stop flag set before an op ends the call
+ * there with no error (setup's signal guard sets it from another thread). */
+static void test_apply_ops(int root)
+{
+    /* op i: its path at offs[2i], its value at offs[2i + 1], the next op at offs[2i + 2] */
+    const char buf[] = "ops/a\0\0ops/a/b\0\0kubepods/memory.max\0" "2048\0ops/c\0";
+    const size_t offs[] = {0, 6, 7, 15, 16, 36, 41, 47, 48};
+    const uint8_t kinds[] = {CG_OP_MKDIR, CG_OP_MKDIR, CG_OP_WRITE, CG_OP_MKDIR};
+    const int fds[] = {root, root, root, root};
+    int stop = 0;
+    char text[64];
+    int err = -1;
+
+    dir("ops");
+    CHECK(cg_apply_ops(fds, kinds, buf, offs, 3, &err, &stop) == 3 && err == 0);
+    CHECK(cg_read_text(root, "kubepods/memory.max", text, sizeof text, 0) == 4);
+    CHECK(memcmp(text, "2048", 4) == 0);
+    stop = 1;
+    CHECK(cg_apply_ops(fds + 3, kinds + 3, buf, offs + 6, 1, &err, &stop) == 0 && err == 0);
+    CHECK(cg_rmdir(root, "ops/c", 0) == -ENOENT); /* never made */
+    stop = 0;
+    CHECK(cg_apply_ops(fds, kinds, buf, offs, 1, &err, NULL) == 0 && err == -EEXIST);
+    CHECK(cg_rmdir(root, "ops/a/b", 0) == 0 && cg_rmdir(root, "ops/a", 0) == 0);
+}
+
 int main(void)
 {
     long magic;
@@ -598,6 +624,7 @@ int main(void)
     test_sampler(root);
     test_writes(root, 0);
     test_writes(root, CG_FORCE_WALK);
+    test_apply_ops(root);
     close(root);
     cleanup();
     if (failures) {

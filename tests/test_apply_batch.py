@@ -16,7 +16,7 @@ from fakecgroup import snapshot
 import cgalloc.core
 from cgalloc.apply import BATCH, Roots, TestSwitches, apply
 from cgalloc.core import native, pure
-from cgalloc.errors import CgallocError
+from cgalloc.errors import CgallocError, HostError
 from cgalloc.ownership import StateDir
 from cgalloc.plan import Action, Plan
 
@@ -159,13 +159,66 @@ def test_the_record_prepared_meanwhile_is_the_one_made_after(impl, tmp_path):
         root, state = _tree(base), StateDir(str(base / "state"))
         with state.locked():  # an earlier run's record: a value it changed, a cgroup it made
             rec = state.load()
-            rec.note_change("write", str(root), "kubepods", "cpu.weight", "7")
+            rec.note_change("write", str(root), "kubepods", "io.weight", "7")
             rec.note_change("mkdir", str(root), "kubepods/earlier", "", None)
             state.save(rec)
         _apply(impl, root, state, _plan(root), progress)
         texts.append((base / "state" / "owned.json").read_text().replace(str(base), "BASE"))
     assert texts[0] == texts[1]
-    assert '"7"' in texts[0] and "kubepods/earlier" in texts[0] and "kubepods/pod0" in texts[0]
+    for held in ('"io.weight", "7"', "kubepods/earlier", "kubepods/pod0", f"pod{PODS - 1}"):
+        assert held in texts[0]
+    # the plan's last change (cpu.weight, 100 -> 50) is in the record too
+    assert '"kubepods", "cpu.weight", "100"' in texts[0]
+
+
+def test_the_callers_record_object_holds_the_changes_after_the_whole_plan(impl, tmp_path):
+    """Later steps (setup's converge, its memo) update and save the record object apply was
+    given: after the whole-plan path it holds every change, as the saved file does."""
+    root, state = _tree(tmp_path), StateDir(str(tmp_path / "state"))
+    roots = Roots(opener=impl.open_root, allow_any_fs=True)
+    with state.locked():
+        record = state.load()
+        apply(_plan(root), state, record, roots=roots, switches=TestSwitches(allow_any_fs=True))
+        assert record == state.load()
+    assert len(record.created) == PODS and record.boot == state.boot
+
+
+def test_no_thread_to_start_makes_the_plan_on_this_one(impl, tmp_path, monkeypatch):
+    # a pids limit reached: Thread.start raises RuntimeError("can't start new thread")
+    def refuse(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    root, state = _tree(tmp_path), StateDir(str(tmp_path / "state"))
+    p = _plan(root)
+    assert _apply(impl, root, state, p).done == p.actions
+    assert len(state.load().created) == PODS
+    assert not (tmp_path / "state" / "journal.jsonl").exists()
+
+
+@pytest.mark.parametrize("n", [0, 5, PODS + 1])
+def test_a_mount_whose_root_cannot_be_opened_fails_its_first_change(impl, progress, tmp_path, n):
+    """open_root refuses a mount with HostError (not an OSError): the change there fails and
+    every earlier one is undone, on either path (it escaped apply with nothing undone)."""
+    root, state = _tree(tmp_path), StateDir(str(tmp_path / "state"))
+    other = tmp_path / "other"
+    other.mkdir()
+    p = _plan(root)
+    p.actions.insert(n, Action("mkdir", str(other), "x", cgroup="x"))
+
+    def opener(mount, allow_any_fs=False):
+        if mount == str(other):
+            raise HostError(f"{mount} is not a cgroup filesystem")
+        return impl.open_root(mount, allow_any_fs=allow_any_fs)
+
+    before = snapshot(root)
+    switches = TestSwitches(allow_any_fs=True)
+    with state.locked(), pytest.raises(CgallocError) as info:
+        apply(p, state, state.load(), roots=Roots(opener, True), switches=switches,
+              on_done=progress)  # fmt: skip
+    assert f"all {n} earlier changes were undone" in str(info.value)
+    assert "is not a cgroup filesystem" in str(info.value)
+    assert snapshot(root) == before
 
 
 def test_an_exception_while_preparing_leaves_the_run_as_without_it(impl, tmp_path):

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -236,46 +237,107 @@ def test_batched_apply_acts_on_a_signal_after_the_batch(tmp_path, monkeypatch):
     assert _left(tmp_path / "state") in ([], ["lock"])
 
 
-def test_a_signal_stops_the_one_core_call_before_its_next_change(tmp_path):
-    # No progress lines: the whole plan is one core call on a second thread. A signal while
-    # that call runs sets the guard's stop flag, and the call stops before its next change:
-    # here the second change, a write into a FIFO, holds the call until this thread (in
-    # apply's meanwhile) has signalled and then opened the FIFO's reading end.
+class _Fifo:
+    """A FIFO that holds a core call in its write until the reading end is opened; the reader
+    is opened after 10 s at the latest, so a broken test fails instead of hanging."""
+
+    def __init__(self, path: Path) -> None:
+        os.mkfifo(path)
+        self.path, self.fd = path, None
+        self.timer = threading.Timer(10, self.open_reader)
+
+    def __enter__(self) -> _Fifo:
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.timer.cancel()
+        self.open_reader()  # a call still held (the test failed) ends before the tree goes
+
+    def wait_until(self, made: Path) -> None:
+        """Until ``made`` exists (the change before the FIFO's), then 50 ms more: the core call
+        is then held opening the FIFO to write."""
+        deadline = time.monotonic() + 10
+        while not made.exists() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        time.sleep(0.05)
+
+    def open_reader(self) -> None:
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+
+    def read(self) -> bytes:
+        try:
+            return os.read(self.fd, 64)
+        finally:
+            os.close(self.fd)
+
+
+def _apply_held(tmp_path: Path, then: Callable[[_Fifo], None], raises: type) -> tuple:
+    """apply of mkdir pod0, a write into kubepods/fifo, then 49 more mkdirs, with no progress
+    lines (one core call on a second thread). Its meanwhile waits until the call is held at
+    the FIFO and runs ``then``, which must get the reading end opened. Returns the exception
+    apply raised (``raises``), what the FIFO got, and kubepods' entries."""
     root = tmp_path / "cg"
     (root / "kubepods").mkdir(parents=True)
-    os.mkfifo(root / "kubepods" / "fifo")
     m = str(root)
     actions = [plan.Action("mkdir", m, "kubepods/pod0", cgroup="kubepods/pod0")]
     actions.append(plan.Action("write", m, "kubepods", "fifo", "", "1", "kubepods"))
     actions += [
         plan.Action("mkdir", m, f"kubepods/pod{i}", cgroup=f"kubepods/pod{i}") for i in range(1, 50)
     ]
-    p = plan.Plan(root=m, version="v2", actions=actions)
-    reader = []
+    fifo = _Fifo(root / "kubepods" / "fifo")
 
     def meanwhile():
-        while not (root / "kubepods" / "pod0").exists():
-            time.sleep(0.001)
-        time.sleep(0.05)  # the core call is now blocked opening the FIFO to write
-        os.kill(os.getpid(), signal.SIGTERM)
-        # the handler has run (this thread is the main one): open the reading end, so the
-        # write is made; the rollback's write of the old value goes into the pipe as well
-        reader.append(os.open(root / "kubepods" / "fifo", os.O_RDONLY | os.O_NONBLOCK))
+        fifo.wait_until(root / "kubepods" / "pod0")
+        then(fifo)
 
     state = StateDir(str(tmp_path / "state"))
-    try:
-        with state.locked(), pytest.raises(Interrupted) as info:
-            apply(p, state, state.load(), roots=Roots(native.open_root, True), meanwhile=meanwhile)
-        written = os.read(reader[0], 64)
-    finally:
-        for fd in reader:
-            os.close(fd)
-    assert str(info.value) == (
+    p = plan.Plan(root=m, version="v2", actions=actions)
+    with fifo, state.locked(), pytest.raises(raises) as info:
+        apply(p, state, state.load(), roots=Roots(native.open_root, True), meanwhile=meanwhile)
+    return info.value, fifo.read(), sorted(os.listdir(root / "kubepods"))
+
+
+def test_a_signal_stops_the_one_core_call_before_its_next_change(tmp_path):
+    # No progress lines: the whole plan is one core call on a second thread. A signal while
+    # that call runs sets the guard's stop flag, and the call stops before its next change:
+    # here the second change, a write into a FIFO, holds the call until this thread (in
+    # apply's meanwhile) has signalled and then opened the FIFO's reading end.
+    def signal_then_read(fifo: _Fifo) -> None:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+        finally:
+            # the handler has run (this thread is the main one): open the reading end, so the
+            # write is made; the rollback's write of the old value goes into the pipe as well
+            fifo.open_reader()
+
+    error, written, left = _apply_held(tmp_path, signal_then_read, Interrupted)
+    assert str(error) == (
         "setup interrupted by SIGTERM; all 2 earlier changes were undone, the node is as it was."
     )
     assert written.startswith(b"1")  # the change was made (then its undo wrote the old value)
-    assert sorted(os.listdir(root / "kubepods")) == ["fifo"]
+    assert left == ["fifo"]
     assert _left(tmp_path / "state") in ([], ["lock"])
+
+
+class Raised(BaseException):
+    """What a library caller's own signal handler might raise in apply's thread."""
+
+
+def test_an_exception_in_the_waiting_thread_stops_the_changes_before_it_is_raised(tmp_path):
+    # The thread that waits for the core call is interrupted by an exception (not setup's
+    # guard: a caller's handler): the changes stop at the next one, as at a signal, and the
+    # exception is raised only once the call has ended; what was made is the journal's.
+    def raise_then_read(fifo: _Fifo) -> None:
+        threading.Timer(0.1, fifo.open_reader).start()  # after the stop flag is set
+        raise Raised
+
+    _error, written, left = _apply_held(tmp_path, raise_then_read, Raised)
+    assert written == b"1"
+    assert not [t for t in threading.enumerate() if t.name == "cgalloc-apply"]
+    assert left == ["fifo", "pod0"]  # stopped after the FIFO's write
+    assert (tmp_path / "state" / "journal.jsonl").exists()
 
 
 def test_guard_only_in_the_main_thread_and_not_over_an_ignored_signal(tripwire):

@@ -400,7 +400,7 @@ def register(app: typer.Typer) -> None:
         key = tree.memo_key(cfg, basis, dbus) if basis else None
         signals = SignalGuard()  # entered around the changes only
         units = None
-        ready: dict[str, object] = {}  # what _prepare made while the core made the changes
+        ready: dict[str, object] = {}  # what prepare_ready made while the core made the changes
         with state.locked():
             p = plan_memo.in_sync(state, key, basis.hierarchy) if basis and key else None
             if p is not None:  # the memo's tree holds: nothing to change, as a full plan finds
@@ -409,9 +409,10 @@ def register(app: typer.Typer) -> None:
                 result = cleaned = Result(p.root)
                 started: set[str] = set()
             else:
+                prepare = functools.partial(prepare_ready, ready, key is not None, output, quiet)
                 p, record, result, cleaned, units, started = _plan_and_apply(
                     tree, cfg, switches, basis, state, state_dir, dbus, force, output, quiet,
-                    signals, functools.partial(_prepare, ready, key is not None, output, quiet),
+                    signals, prepare,
                 )  # fmt: skip
                 keep = key is not None and signals.signo is None
                 if keep and not cleaned.kept and not cleaned.left:
@@ -419,9 +420,7 @@ def register(app: typer.Typer) -> None:
                 else:
                     plan_memo.forget(state)
         if not quiet or cleaned.kept:  # kept is a failure: said even with --quiet
-            done = ready.get("done") if result.done == p.actions else None
-            doc = {"dryRun": False, "plan": ready.get("plan") or p.to_json()}
-            doc.update(result.to_json(done))
+            doc = report_doc(p, result, ready)
             lines = [f"{a.describe(p.root)} (no longer wanted)" for a in cleaned.done]
             lines += [f"kept {k}" for k in cleaned.kept]
             if units is not None:
@@ -444,10 +443,11 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1)
 
 
-def _prepare(ready: dict, memo: bool, output: OutputFormat, quiet: bool, plan: Plan) -> None:
+def prepare_ready(ready: dict, memo: bool, output: OutputFormat, quiet: bool, plan: Plan) -> None:
     """Into ``ready``, what setup writes after the changes that ``plan`` alone decides: the
-    memo's mounts, and the report's plan and (if every change is made) done list — for -o json
-    as their text. apply calls it while the core makes the changes (on another thread)."""
+    memo's mounts, and the report's plan and (for a run that makes every change) done list —
+    for -o json as their text. apply calls it as its ``meanwhile``: while the core makes the
+    changes on another thread."""
     if memo:
         ready["mounts"] = plan_memo.mounts_text(plan)
     if quiet or output is OutputFormat.table:
@@ -460,6 +460,16 @@ def _prepare(ready: dict, memo: bool, output: OutputFormat, quiet: bool, plan: P
 
         doc, done = jsonout.Encoded(doc, 1), jsonout.Encoded(done, 1)  # both top-level keys
     ready["plan"], ready["done"] = doc, done
+
+
+def report_doc(plan: Plan, result: Result, ready: dict) -> dict:
+    """The report of a run that applied ``plan``, with what :func:`prepare_ready` made of it: its
+    plan, and its done list only when the run made exactly the plan's actions (a process
+    gone before its move is not in ``result.done``)."""
+    done = ready.get("done") if result.done == plan.actions else None
+    doc = {"dryRun": False, "plan": ready.get("plan") or plan.to_json()}
+    doc.update(result.to_json(done))
+    return doc
 
 
 def _plan_and_apply(

@@ -115,11 +115,14 @@ def test_a_stop_set_during_the_call_stops_it_before_the_next_op(tree, impl, walk
     ops = [(root, "a", None), (root, "fifo", "1"), (root, "b", None)]
     worker = threading.Thread(target=lambda: out.append(impl.apply_ops(ops, stop)))
     worker.start()
-    while not (tree / "a").exists():
+    deadline = time.monotonic() + 10  # a broken call fails the test instead of hanging it
+    while not (tree / "a").exists() and time.monotonic() < deadline:
         time.sleep(0.001)
     time.sleep(0.05)  # now blocked opening the FIFO
-    stop.set()
-    fd = os.open(tree / "fifo", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        stop.set()
+    finally:
+        fd = os.open(tree / "fifo", os.O_RDONLY | os.O_NONBLOCK)
     worker.join()
     try:
         assert os.read(fd, 8) == b"1"
