@@ -2,9 +2,8 @@
 
 A re-run of setup with the same inputs plans the same tree: parsing every pod and computing its
 cgroup values again costs several times reading the files that tell whether the live tree still
-matches (issue 11; README's host run at 1000 pods: 159 ms planned in full against 51 ms for a C
-program reading the same files). After a run that
-leaves the tree as planned, setup keeps ``plan-memo.json`` in the state directory: the digest
+matches (issue 11; the README's host run gives both at 1000 pods). After a run that leaves the
+tree as planned, setup keeps ``plan-memo.json`` in the state directory: the digest
 of its inputs, the digest of the record it left, the boot id, the plan's warnings, and every
 cgroup and file value the tree wants. A later run whose inputs, record and boot are the same
 checks the live tree against that list — each cgroup there in every hierarchy with no symlink

@@ -994,31 +994,27 @@ static void *files_worker(void *arg)
         size_t len = slash ? (size_t)(slash - file) : 0;
         int cached = p.valid && p.len == len && !memcmp(p.path, file, len);
         int shared = cached || (i + 1 < j->hi && same_parent(file, j->pathbuf + j->offs[i + 1]));
-        if (!shared) {
-            int fd = open_file(j->dirfd, file, j->flags);
-            ssize_t n = fd < 0 ? fd : read_close(fd, j->out + (size_t)i * j->slot, j->slot);
-            if (fd >= 0 && n < 0)
-                n = -errno;
-            j->lens[i] = n < 0 ? n : (size_t)n == j->slot ? -EFBIG : (long)n;
-            continue;
-        }
-        const char *name = parents_of(&p, &j->dirfd, 1, file, j->flags);
-        if (p.errs[0]) {
-            j->lens[i] = -p.errs[0];
-            continue;
-        }
         int fd;
-        if (p.whole[0]) {
+        if (!shared) {
             fd = open_file(j->dirfd, file, j->flags);
         } else {
-            /* the last component: no symlink followed there either (ELOOP) */
-            int nofollow = j->flags & CG_NO_SYMLINKS ? O_NOFOLLOW : 0;
-            fd = openat(p.fds[0], name, READ_FLAGS | O_CLOEXEC | nofollow);
-            fd = fd < 0 ? -errno : fd;
-        }
-        if ((fd == -EMFILE || fd == -ENFILE) && p.len && !p.whole[0]) {
-            close_parents(&p, 1); /* the parent holds the fd the file needs: resolve whole */
-            fd = open_file(j->dirfd, file, j->flags);
+            const char *name = parents_of(&p, &j->dirfd, 1, file, j->flags);
+            if (p.errs[0]) {
+                j->lens[i] = -p.errs[0];
+                continue;
+            }
+            if (p.whole[0]) {
+                fd = open_file(j->dirfd, file, j->flags);
+            } else {
+                /* the last component: no symlink followed there either (ELOOP) */
+                int nofollow = j->flags & CG_NO_SYMLINKS ? O_NOFOLLOW : 0;
+                fd = openat(p.fds[0], name, READ_FLAGS | O_CLOEXEC | nofollow);
+                fd = fd < 0 ? -errno : fd;
+            }
+            if ((fd == -EMFILE || fd == -ENFILE) && p.len && !p.whole[0]) {
+                close_parents(&p, 1); /* the parent holds the fd the file needs: resolve whole */
+                fd = open_file(j->dirfd, file, j->flags);
+            }
         }
         if (fd < 0) {
             j->lens[i] = fd;
