@@ -27,6 +27,7 @@ shell script.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import os
@@ -150,6 +151,18 @@ def _seed_v1_cpuset(mount: str, name: str) -> None:
                 dst.write(src.read().strip() or "\n")
 
 
+def _as_program(argv: list[str]) -> None:
+    """``main(argv)`` as the ``cgalloc`` program runs it (``cli.run``): without the cycle
+    collector, whose passes here would also walk this process's own objects."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        main(argv)
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class Node:
     """A fresh tree (fake, or a new cgroup root on the real cgroupfs) and its setup arguments."""
 
@@ -189,7 +202,7 @@ class Node:
             sys.stdout = fh
             start = time.perf_counter()
             try:
-                main(["setup", *self.args, "-o", "json", *extra])
+                _as_program(["setup", *self.args, "-o", "json", *extra])
             except SystemExit as exc:
                 assert not exc.code, exc.code
             finally:
@@ -200,7 +213,7 @@ class Node:
     def quiet(self) -> None:
         """``setup --quiet``: the run without rendering its report (a provisioning script's)."""
         try:
-            main(["setup", *self.args, "--quiet"])
+            _as_program(["setup", *self.args, "--quiet"])
         except SystemExit as exc:
             assert not exc.code, exc.code
 

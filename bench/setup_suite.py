@@ -10,7 +10,8 @@ own ``cgalloc-test-bench-*`` cgroups there), or with ``CGALLOC_BENCH_REAL=1`` in
 v2 setup enables controllers in the root's cgroup.subtree_control). Elsewhere the tree is the
 fake v2 one, and the floor claims are reported as not measurable here.
 
-cgalloc's contenders run in this process (``cgalloc.cli.main``), as the floor's clock times its
+cgalloc's contenders run in this process (``cgalloc.cli.main``, without the cycle collector as
+the ``cgalloc`` program runs it: bench_setup._as_program), as the floor's clock times its
 syscalls only; the same commands as whole processes (``python -m cgalloc``, with the
 interpreter's start and the imports) are shown beside them, without a target.
 """

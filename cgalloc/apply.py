@@ -313,8 +313,11 @@ def apply(
     batched = switches.kernel is None and units is None
     whole = batched and on_done is None and all(a.kind != "move" for a in plan.actions)
     if whole:  # one core call for the plan, while this thread prepares the record
+        # packed here first: the call's thread then needs the GIL only to start and end,
+        # so this one's preparing does not delay the first change
+        job = _pack(roots, plan.actions)
         make = functools.partial(
-            _make, plan, roots, switches, units, signals, made, True, len(plan.actions)
+            _make, plan, roots, switches, units, signals, made, True, len(plan.actions), job
         )
         prepare = functools.partial(_ready, state, record, plan, meanwhile)
         stopped, ready = _overlapped(make, prepare, signals.stop)
@@ -359,6 +362,7 @@ def _make(
     made: Callable[[list[Action]], None],
     batched: bool,
     size: int = BATCH,
+    job: _Job | None = None,
 ) -> _Stopped | None:
     """Make ``plan``'s changes in order — ``batched``: those that are not process moves in
     core calls of up to ``size``; else each alone, with its hooks — handing each run made to
@@ -369,7 +373,8 @@ def _make(
         if signals.signo is not None:
             return _Stopped(None)
         if batched and run[0].kind != "move":
-            n, exc = _batch(roots, run, signals.stop)
+            n, exc = _batch(roots, run, signals.stop, job)
+            job = None
             made(run[:n])
             if exc is not None:
                 return _Stopped(exc, run[n].describe(plan.root))
@@ -480,22 +485,40 @@ def _runs(actions: list[Action], batched: bool, size: int = BATCH) -> Iterator[l
         yield run
 
 
-def _batch(roots: Roots, chunk: list[Action], stop: core.Stop) -> tuple[int, BaseException | None]:
-    """Make ``chunk`` (no moves) through ``core.apply_ops`` until one fails or ``stop`` is
-    set: how many were made and the error. A mount whose root cannot be opened fails at its
-    first change."""
+class _Job(NamedTuple):
+    """A run of changes packed for one core call: the ops up to the first whose mount's root
+    cannot be opened, and that error (None: every op is there)."""
+
+    packed: core.Packed
+    exc: BaseException | None
+
+
+def _pack(roots: Roots, chunk: list[Action]) -> _Job:
+    """``chunk`` (no moves) as :class:`_Job`: each change as ``core.apply_ops`` takes it."""
     ops: list[tuple[object, str, str | None]] = []
+    exc: BaseException | None = None
     for a in chunk:
         try:
             root = roots[a.mount]
-        except (OSError, HostError) as exc:  # open_root's refusal of the mount is a HostError
-            made, err = core.apply_ops(ops, stop)
-            return made, err if made < len(ops) else exc
+        except (OSError, HostError) as err:  # open_root's refusal of the mount is a HostError
+            exc = err
+            break
         if a.kind == "mkdir":
             ops.append((root, a.path, None))
         else:
             ops.append((root, cgroup_file(a.path, a.file), a.new))
-    return core.apply_ops(ops, stop)
+    return _Job(core.pack_ops(ops), exc)
+
+
+def _batch(
+    roots: Roots, chunk: list[Action], stop: core.Stop, job: _Job | None = None
+) -> tuple[int, BaseException | None]:
+    """Make ``chunk`` (no moves; ``job``: already packed) through ``core.apply_ops`` until one
+    fails or ``stop`` is set: how many were made and the error. A mount whose root cannot be
+    opened fails at its first change."""
+    packed, exc = job or _pack(roots, chunk)
+    made, err = core.apply_ops(packed, stop)
+    return made, err if made < len(packed) else exc
 
 
 def _change(a: Action) -> tuple:

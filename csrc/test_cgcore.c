@@ -585,6 +585,107 @@ static void test_apply_ops(int root)
     CHECK(cg_rmdir(root, "ops/a/b", 0) == 0 && cg_rmdir(root, "ops/a", 0) == 0);
 }
 
+/* base/rel made a symlink to target */
+static void symlink_at(const char *target, const char *rel)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", base, rel);
+    CHECK(symlink(target, path) == 0);
+}
+
+/* Ops of one call as apply_batch.c takes them: paths[i] with values[i] (NULL: a mkdir). */
+struct batch {
+    char buf[4096];
+    size_t offs[64];
+    uint8_t kinds[32];
+    int fds[32];
+    size_t n, used;
+};
+
+static void add_op(struct batch *b, int fd, const char *path, const char *value)
+{
+    size_t lp = strlen(path) + 1, lv = value ? strlen(value) + 1 : 1;
+
+    b->offs[2 * b->n] = b->used;
+    memcpy(b->buf + b->used, path, lp);
+    b->used += lp;
+    b->offs[2 * b->n + 1] = b->used;
+    memcpy(b->buf + b->used, value ? value : "", lv);
+    b->used += lv;
+    b->offs[2 * b->n + 2] = b->used;
+    b->kinds[b->n] = value ? CG_OP_WRITE : CG_OP_MKDIR;
+    b->fds[b->n++] = fd;
+}
+
+static int open_fds(void)
+{
+    int n = 0;
+    for (int fd = 0; fd < 1024; fd++)
+        n += fcntl(fd, F_GETFD) >= 0;
+    return n;
+}
+
+/* apply_batch.c keeps the parents it opened: ops going round two roots below the same
+ * parents are all made, a kept parent's symlinked file is -ELOOP as cg_write says, no fd is
+ * left open, and an op whose parent cannot be opened for want of fds (the kept ones hold
+ * them) is made alone after they are closed. */
+static void test_apply_ops_parents(void)
+{
+    long magic;
+    char path[512];
+    int err = -1, stop = 0;
+    struct batch b = {.n = 0};
+
+    dir("h1");
+    dir("h1/q");
+    dir("h2");
+    dir("h2/q");
+    put("h1/q/memory.max", "1\n");
+    symlink_at("memory.max", "h1/q/link.max");
+    snprintf(path, sizeof path, "%s/h1", base);
+    int r1 = cg_open_root(path, CG_ALLOW_ANY_FS, &magic);
+    snprintf(path, sizeof path, "%s/h2", base);
+    int r2 = cg_open_root(path, CG_ALLOW_ANY_FS, &magic);
+    CHECK(r1 >= 0 && r2 >= 0);
+    int before = open_fds();
+    char name[64];
+    for (int i = 0; i < 8; i++) {
+        snprintf(name, sizeof name, "q/pod%d", i);
+        add_op(&b, r1, name, NULL);
+        add_op(&b, r2, name, NULL);
+    }
+    add_op(&b, r1, "q/memory.max", "2");
+    add_op(&b, r1, "q/link.max", "3");
+    CHECK(cg_apply_ops(b.fds, b.kinds, b.buf, b.offs, b.n, &err, &stop) == b.n - 1);
+    CHECK(err == -ELOOP && cg_write(r1, "q/link.max", "3", 1, 0) == -ELOOP);
+    CHECK(cg_rmdir(r1, "q/pod7", 0) == 0 && cg_rmdir(r2, "q/pod7", 0) == 0);
+    CHECK(open_fds() == before);
+
+    /* fds up to the limit but two: the third parent's open fails while two are kept */
+    struct rlimit saved, low;
+    CHECK(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+    low = saved;
+    low.rlim_cur = 128;
+    CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    int fillers[128], nfill = 0;
+    for (int fd; nfill < 128 && (fd = dup(0)) >= 0;)
+        fillers[nfill++] = fd;
+    CHECK(nfill >= 2);
+    close(fillers[--nfill]);
+    close(fillers[--nfill]);
+    b.n = b.used = 0;
+    add_op(&b, r1, "q/pod0/a", NULL);
+    add_op(&b, r1, "q/pod1/a", NULL);
+    add_op(&b, r1, "q/pod2/a", NULL);
+    CHECK(cg_apply_ops(b.fds, b.kinds, b.buf, b.offs, b.n, &err, NULL) == 3 && err == 0);
+    while (nfill)
+        close(fillers[--nfill]);
+    CHECK(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+    CHECK(cg_rmdir(r1, "q/pod2/a", 0) == 0);
+    close(r1);
+    close(r2);
+}
+
 int main(void)
 {
     long magic;
@@ -602,11 +703,8 @@ int main(void)
     put("kubepods/cpu.max", "max 100000\n");
     put("kubepods/burstable/memory.max", "max\n");
     snprintf(path, sizeof path, "%s/kubepods", base);
-    char link[512];
-    snprintf(link, sizeof link, "%s/linkdir", base);
-    CHECK(symlink(path, link) == 0);
-    snprintf(link, sizeof link, "%s/kubepods/link.max", base);
-    CHECK(symlink("memory.max", link) == 0);
+    symlink_at(path, "linkdir");
+    symlink_at("memory.max", "kubepods/link.max");
 
     CHECK(cg_open_root(base, 0, &magic) == -EMEDIUMTYPE && magic != 0);
     int root = cg_open_root(base, CG_ALLOW_ANY_FS, &magic);
@@ -625,6 +723,7 @@ int main(void)
     test_writes(root, 0);
     test_writes(root, CG_FORCE_WALK);
     test_apply_ops(root);
+    test_apply_ops_parents();
     close(root);
     cleanup();
     if (failures) {

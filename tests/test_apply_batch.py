@@ -26,6 +26,7 @@ PODS = BATCH + 44  # more than one batch
 @pytest.fixture(params=[native, pure], ids=["native", "pure"])
 def impl(request, monkeypatch):
     monkeypatch.setattr(cgalloc.core, "apply_ops", request.param.apply_ops)
+    monkeypatch.setattr(cgalloc.core, "pack_ops", request.param.pack_ops)
     return request.param
 
 
@@ -131,13 +132,20 @@ def test_a_path_no_kernel_call_takes_is_undone_like_a_failed_change(impl, progre
 def test_without_progress_one_core_call_on_another_thread_while_this_one_prepares(
     impl, tmp_path, monkeypatch
 ):
+    """The ops are packed on the calling thread before the call's thread starts (it then
+    holds the GIL only to start and end the call), and made there in one call."""
     root, state = _tree(tmp_path), StateDir(str(tmp_path / "state"))
-    p, calls, prepared = _plan(root), [], []
+    p, calls, packs, prepared = _plan(root), [], [], []
+
+    def pack_ops(ops):
+        packs.append((len(ops), threading.get_ident()))
+        return impl.pack_ops(ops)
 
     def apply_ops(ops, stop=None):
-        calls.append((len(ops), threading.get_ident()))
+        calls.append((len(ops), threading.get_ident(), type(ops)))
         return impl.apply_ops(ops, stop)
 
+    monkeypatch.setattr(cgalloc.core, "pack_ops", pack_ops)
     monkeypatch.setattr(cgalloc.core, "apply_ops", apply_ops)
     roots = Roots(opener=impl.open_root, allow_any_fs=True)
     with state.locked():
@@ -146,7 +154,8 @@ def test_without_progress_one_core_call_on_another_thread_while_this_one_prepare
             meanwhile=lambda: prepared.append(threading.get_ident()),
         )  # fmt: skip
     assert result.done == p.actions
-    assert [n for n, _ in calls] == [len(p.actions)]
+    assert packs == [(len(p.actions), threading.get_ident())]
+    assert [(n, kind) for n, _, kind in calls] == [(len(p.actions), cgalloc.core.Packed)]
     assert prepared == [threading.get_ident()] and calls[0][1] != prepared[0]
 
 

@@ -35,6 +35,9 @@ Interface::
         # a Stop (set by a signal handler, even while the call runs) is found set before an
         # op (made < len, error None); the C core makes them all in one call
         # (csrc/apply_batch.c)
+    packed = pack_ops(ops)
+        # the same ops ready for apply_ops(packed, stop), which then only makes them: pack
+        # on one thread, make on another
 
 Records:
 
@@ -84,6 +87,7 @@ from cgalloc.core.records import (
     STATUS_NAMES,
     CoreError,
     FileSpec,
+    Packed,
     Snapshot,
     Stop,
     WriteError,
@@ -105,6 +109,7 @@ open_root = _impl.open_root
 oldest_mtimes = _impl.oldest_mtimes
 read_files = _impl.read_files
 apply_ops = _impl.apply_ops
+pack_ops = _impl.pack_ops
 
 __all__ = [
     "EIO",
@@ -120,6 +125,7 @@ __all__ = [
     "STATUS_NAMES",
     "CoreError",
     "FileSpec",
+    "Packed",
     "Root",
     "Sampler",
     "Snapshot",
@@ -128,5 +134,6 @@ __all__ = [
     "apply_ops",
     "oldest_mtimes",
     "open_root",
+    "pack_ops",
     "read_files",
 ]

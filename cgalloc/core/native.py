@@ -251,23 +251,20 @@ def parse(spec: FileSpec, data: bytes) -> list[tuple[int, int]]:
     return [(st[k], vals[k]) for k in range(spec.ncells)]
 
 
-def apply_ops(
-    ops: Sequence[tuple[Root, str, str | None]], stop: r.Stop | None = None
-) -> tuple[int, r.WriteError | None]:
-    """Make ``ops`` in order (``(root, relpath, value)``; value None = mkdir) until one fails
-    or ``stop`` is set: (how many were made, the failing one's error or None). One C call
-    (csrc/apply_batch.c) for them all, each op as ``Root.mkdir``/``Root.write`` makes it."""
-    if not ops or stop:
-        return 0, None
+def pack_ops(ops: Sequence[tuple[Root, str, str | None]]) -> r.Packed:
+    """``ops`` (as :func:`apply_ops` takes them) as the buffers of one ``cg_apply_ops`` call;
+    ops it cannot carry (a NUL inside a path or value, a surrogate outside surrogateescape's)
+    are packed to be made each alone, which says which op is at fault."""
+    ops = list(ops)
     pieces = [x for _root, path, value in ops for x in (path, "" if value is None else value)]
     joined = "\0".join(pieces)
     if joined.count("\0") != len(pieces) - 1:  # a NUL inside a path or value
-        return r.apply_ops_each(ops, stop)
+        return r.Packed(ops)
     joined += "\0"
     try:
         buf = os.fsencode(joined)
-    except UnicodeEncodeError:  # a surrogate outside surrogateescape's: say which op, each alone
-        return r.apply_ops_each(ops, stop)
+    except UnicodeEncodeError:
+        return r.Packed(ops)
     # ASCII (the usual case): byte offsets are character offsets
     lens = map(len, pieces) if len(buf) == len(joined) else (len(os.fsencode(x)) for x in pieces)
     offs = array("Q", [0])
@@ -278,13 +275,29 @@ def apply_ops(
         | (lib.CG_OP_FORCE_WALK if root._flags else 0)
         for root, _p, value in ops
     )
+    return r.Packed(ops, (fds, kinds, buf, offs))
+
+
+def apply_ops(
+    ops: Sequence[tuple[Root, str, str | None]] | r.Packed, stop: r.Stop | None = None
+) -> tuple[int, r.WriteError | None]:
+    """Make ``ops`` (or :func:`pack_ops`' of them) in order (``(root, relpath, value)``; value
+    None = mkdir) until one fails or ``stop`` is set: (how many were made, the failing one's
+    error or None). One C call (csrc/apply_batch.c) for them all, each op as
+    ``Root.mkdir``/``Root.write`` makes it."""
+    packed = ops if isinstance(ops, r.Packed) else pack_ops(ops)
+    if not packed.ops or stop:
+        return 0, None
+    if packed.args is None:
+        return r.apply_ops_each(packed.ops, stop)
+    fds, kinds, buf, offs = packed.args
     err = ffi.new("int *")
     cell = ffi.NULL if stop is None else ffi.from_buffer("int[]", stop.cell)
     done = lib.cg_apply_ops(
-        ffi.from_buffer("int[]", fds), kinds, buf, ffi.from_buffer("size_t[]", offs), len(ops),
-        err, cell,
+        ffi.from_buffer("int[]", fds), kinds, buf, ffi.from_buffer("size_t[]", offs),
+        len(packed.ops), err, cell,
     )  # fmt: skip
-    if done == len(ops) or not err[0]:  # all made, or stopped before op ``done``
+    if done == len(packed.ops) or not err[0]:  # all made, or stopped before op ``done``
         return done, None
-    _root, path, value = ops[done]
+    _root, path, value = packed.ops[done]
     return done, r.op_error(-err[0], path, value)

@@ -421,9 +421,15 @@ def open_root(path: str, allow_any_fs: bool = False, force_walk: bool = False) -
     return Root(path, fd, fstype, force_walk)
 
 
+def pack_ops(ops: Sequence[tuple[Root, str, str | None]]) -> r.Packed:
+    """``ops`` ready for :func:`apply_ops` (here, as they are: each op is its own call)."""
+    return r.Packed(list(ops))
+
+
 def apply_ops(
-    ops: Sequence[tuple[Root, str, str | None]], stop: r.Stop | None = None
+    ops: Sequence[tuple[Root, str, str | None]] | r.Packed, stop: r.Stop | None = None
 ) -> tuple[int, r.WriteError | None]:
-    """Make ``ops`` in order (``(root, relpath, value)``; value None = mkdir) until one fails
-    or ``stop`` is set: (how many were made, the failing one's error or None)."""
+    """Make ``ops`` (or :func:`pack_ops`' of them) in order (``(root, relpath, value)``; value
+    None = mkdir) until one fails or ``stop`` is set: (how many were made, the failing one's
+    error or None)."""
     return r.apply_ops_each(ops, stop)

@@ -411,9 +411,25 @@ class Stop:
         return self.cell[0] != 0
 
 
+class Packed:
+    """Ops made ready for one ``apply_ops`` call by ``pack_ops`` (``args``: the C core's
+    buffers; None: each op alone), so a caller can pack them on one thread and make them on
+    another whose call then holds the GIL for nothing but the call."""
+
+    __slots__ = ("args", "ops")
+
+    def __init__(self, ops: list, args: tuple | None = None) -> None:
+        self.ops, self.args = ops, args
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+
 def apply_ops_each(ops, stop: Stop | None = None) -> tuple[int, WriteError | None]:
     """``apply_ops`` one call per op: the pure core's, and the C core's for what its batch
     cannot carry."""
+    if isinstance(ops, Packed):
+        ops = ops.ops
     for i, (root, path, value) in enumerate(ops):
         if stop:
             return i, None

@@ -5,6 +5,7 @@ reference the C batch must match, op for op and error for error."""
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import threading
 import time
@@ -20,6 +21,12 @@ def _open(tree, impl, walk):
     return impl.open_root(str(tree), allow_any_fs=True, force_walk=walk)
 
 
+def _apply(impl, ops, stop=None, packed=False):
+    """``impl.apply_ops`` on the ops, or on ``impl.pack_ops``' of them (packed on this thread,
+    made by a later call: setup's whole plan)."""
+    return impl.apply_ops(impl.pack_ops(ops) if packed else ops, stop)
+
+
 def _snapshot(tree) -> dict[str, bytes | None]:
     return {
         str(p.relative_to(tree)): None if p.is_dir() else p.read_bytes()
@@ -27,8 +34,9 @@ def _snapshot(tree) -> dict[str, bytes | None]:
     }
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["ops", "packed"])
 @pytest.mark.parametrize(("impl", "walk"), RESOLVERS, ids=["openat2", "walk", "pure"])
-def test_all_ops_made_in_order(tree, impl, walk):
+def test_all_ops_made_in_order(tree, impl, walk, packed):
     root = _open(tree, impl, walk)
     ops = [
         (root, "kubepods/guaranteed", None),
@@ -38,13 +46,13 @@ def test_all_ops_made_in_order(tree, impl, walk):
         (root, "memory.max", ""),  # an empty value is one write of zero bytes
         (root, "kubepods/burstable/memory.max", "1Gi é"),  # non-ASCII: byte offsets differ
     ]
-    assert impl.apply_ops(ops) == (len(ops), None)
+    assert _apply(impl, ops, packed=packed) == (len(ops), None)
     assert (tree / "kubepods/guaranteed/pod1").is_dir()
     assert (tree / "kubepods/memory.max").read_bytes() == b"2048"
     assert (tree / "kubepods/burstable/cpu.max").read_bytes() == b"max 100000"
     assert (tree / "memory.max").read_bytes() == b""
     assert (tree / "kubepods/burstable/memory.max").read_bytes() == "1Gi é".encode()
-    assert impl.apply_ops([]) == (0, None)
+    assert _apply(impl, [], packed=packed) == (0, None)
     root.close()
 
 
@@ -56,6 +64,9 @@ FAILING = [
     ([("write", "/memory.max", "1")], 0, errno.EINVAL),
     ([("mkdir", "b"), ("write", "kubepods/mem\0ory.max", "1")], 1, errno.EINVAL),
     ([("mkdir", "c"), ("write", "linkdir/memory.max", "1")], 1, errno.ELOOP),
+    # the C batch keeps kubepods open after the first write: the second's symlink is refused
+    ([("write", "kubepods/memory.max", "5"), ("write", "kubepods/lnk", "1")], 1, errno.ELOOP),
+    ([("mkdir", "kubepods/d"), ("mkdir", "kubepods/lnk/e")], 1, errno.ELOOP),
 ]
 
 
@@ -63,10 +74,12 @@ FAILING = [
 def test_stops_at_the_first_failure_like_the_single_calls(tree, tmp_path_factory, spec, stop,
                                                           code):  # fmt: skip
     """Each core and resolver: the ops before the failing one are made, none after it, and the
-    error is the one Root.mkdir/Root.write raise for that op alone (pure core as reference)."""
+    error is the one Root.mkdir/Root.write raise for that op alone (pure core as reference);
+    the same when the ops were packed first (a NUL is made op by op, which names it)."""
     (tree / "linkdir").symlink_to(tree / "kubepods")
+    (tree / "kubepods" / "lnk").symlink_to(tree / "kubepods")
     outcomes = []
-    for impl, walk in RESOLVERS:
+    for (impl, walk), packed in itertools.product(RESOLVERS, (False, True)):
         copy = tmp_path_factory.mktemp("copy")
         for p in sorted(tree.rglob("*")):
             target = copy / p.relative_to(tree)
@@ -78,7 +91,7 @@ def test_stops_at_the_first_failure_like_the_single_calls(tree, tmp_path_factory
                 target.write_bytes(p.read_bytes())
         root = _open(copy, impl, walk)
         ops = [(root, s[1], s[2] if s[0] == "write" else None) for s in spec]
-        made, err = impl.apply_ops(ops)
+        made, err = _apply(impl, ops, packed=packed)
         assert made == stop and isinstance(err, WriteError)
         assert err.errno == code
         single = None
@@ -95,25 +108,27 @@ def test_stops_at_the_first_failure_like_the_single_calls(tree, tmp_path_factory
     assert all(o == outcomes[-1] for o in outcomes)
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["ops", "packed"])
 @pytest.mark.parametrize(("impl", "walk"), RESOLVERS, ids=["openat2", "walk", "pure"])
-def test_a_stop_set_before_the_call_makes_nothing(tree, impl, walk):
+def test_a_stop_set_before_the_call_makes_nothing(tree, impl, walk, packed):
     root, stop = _open(tree, impl, walk), Stop()
     stop.set()
     ops = [(root, "a", None), (root, "kubepods/memory.max", "5")]
-    assert impl.apply_ops(ops, stop) == (0, None)
+    assert _apply(impl, ops, stop, packed) == (0, None)
     assert not (tree / "a").exists()
     root.close()
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["ops", "packed"])
 @pytest.mark.parametrize(("impl", "walk"), RESOLVERS, ids=["openat2", "walk", "pure"])
-def test_a_stop_set_during_the_call_stops_it_before_the_next_op(tree, impl, walk):
+def test_a_stop_set_during_the_call_stops_it_before_the_next_op(tree, impl, walk, packed):
     """Set from another thread while the call runs (as setup's signal handler does): the op
     under way is made, none after it, and no error. The FIFO holds the call in its second op
     until the reading end is opened, after the stop is set."""
     os.mkfifo(tree / "fifo")
     root, stop, out = _open(tree, impl, walk), Stop(), []
     ops = [(root, "a", None), (root, "fifo", "1"), (root, "b", None)]
-    worker = threading.Thread(target=lambda: out.append(impl.apply_ops(ops, stop)))
+    worker = threading.Thread(target=lambda: out.append(_apply(impl, ops, stop, packed)))
     worker.start()
     deadline = time.monotonic() + 10  # a broken call fails the test instead of hanging it
     while not (tree / "a").exists() and time.monotonic() < deadline:
