@@ -1287,13 +1287,13 @@ void cg_sampler_free(cg_sampler *s)
 
 /* ------------------------------------------------------------------ writes */
 
-/* One write() of value to fd (cgroupfs parses each write as a whole value), then close. */
-static int write_close(int fd, const char *value, size_t len)
+int cg_write_close(int fd, const char *value, size_t len)
 {
     ssize_t n;
 
     if (fd < 0)
         return fd;
+    /* one write(): cgroupfs parses each write as a whole value */
     do
         n = write(fd, value, len);
     while (n < 0 && errno == EINTR);
@@ -1304,17 +1304,17 @@ static int write_close(int fd, const char *value, size_t len)
 
 int cg_write(int rootfd, const char *relpath, const char *value, size_t len, int flags)
 {
-    return write_close(open_beneath(rootfd, relpath, O_WRONLY | O_TRUNC, flags), value, len);
-}
-
-int cg_write_in(int dirfd, const char *name, const char *value, size_t len)
-{
-    return write_close(open_component(dirfd, name, O_WRONLY | O_TRUNC), value, len);
+    return cg_write_close(open_beneath(rootfd, relpath, O_WRONLY | O_TRUNC, flags), value, len);
 }
 
 int cg_open_parent(int rootfd, const char *relpath, const char **last, int flags)
 {
     return open_parent(rootfd, relpath, last, flags);
+}
+
+int cg_open_in(int dirfd, const char *name, int oflags)
+{
+    return open_component(dirfd, name, oflags);
 }
 
 int cg_mkdir(int rootfd, const char *relpath, unsigned int mode, int flags)

@@ -11,8 +11,12 @@
  * last component within relpath; or -errno. */
 int cg_open_parent(int rootfd, const char *relpath, const char **last, int flags);
 
-/* cg_write of name, one component below dirfd (not followed if it is a symlink): one
- * write() of value; 0 or -errno, as cg_write. */
-int cg_write_in(int dirfd, const char *name, const char *value, size_t len);
+/* name, one component below dirfd, opened with oflags as the last step of a safe walk
+ * (O_NOFOLLOW: a symlink is -ELOOP): the fd or -errno. */
+int cg_open_in(int dirfd, const char *name, int oflags);
+
+/* cg_write's tail: one write() of value to fd (a negative fd is returned as is), then close;
+ * 0 or -errno. */
+int cg_write_close(int fd, const char *value, size_t len);
 
 #endif

@@ -2,8 +2,10 @@
  * parsers, bulk reads (1 and several threads), the sampler (change, vanish, update), writes,
  * mkdir/rmdir and read_text through openat2 and through the O_NOFOLLOW walk. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -593,12 +595,13 @@ static void symlink_at(const char *target, const char *rel)
     CHECK(symlink(target, path) == 0);
 }
 
-/* Ops of one call as apply_batch.c takes them: paths[i] with values[i] (NULL: a mkdir). */
+/* Ops of one call as apply_batch.c takes them: paths[i] with values[i] (NULL: a mkdir), each
+ * with CG_OP_KEEP_PARENT, as for a root on cgroupfs. */
 struct batch {
-    char buf[4096];
-    size_t offs[64];
-    uint8_t kinds[32];
-    int fds[32];
+    char buf[8192];
+    size_t offs[200];
+    uint8_t kinds[100];
+    int fds[100];
     size_t n, used;
 };
 
@@ -613,8 +616,27 @@ static void add_op(struct batch *b, int fd, const char *path, const char *value)
     memcpy(b->buf + b->used, value ? value : "", lv);
     b->used += lv;
     b->offs[2 * b->n + 2] = b->used;
-    b->kinds[b->n] = value ? CG_OP_WRITE : CG_OP_MKDIR;
+    b->kinds[b->n] = (value ? CG_OP_WRITE : CG_OP_MKDIR) | CG_OP_KEEP_PARENT;
     b->fds[b->n++] = fd;
+}
+
+static size_t run_batch(const struct batch *b, int *err)
+{
+    return cg_apply_ops(b->fds, b->kinds, b->buf, b->offs, b->n, err, NULL);
+}
+
+/* The entries of a directory but . and .. (-1: it cannot be opened). */
+static int count_entries(const char *path)
+{
+    DIR *d = opendir(path);
+    int n = 0;
+
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
 }
 
 static int open_fds(void)
@@ -625,15 +647,37 @@ static int open_fds(void)
     return n;
 }
 
-/* apply_batch.c keeps the parents it opened: ops going round two roots below the same
- * parents are all made, a kept parent's symlinked file is -ELOOP as cg_write says, no fd is
- * left open, and an op whose parent cannot be opened for want of fds (the kept ones hold
- * them) is made alone after they are closed. */
+/* Holds a batch in its FIFO write until the parent "a" was removed and made again. */
+static void *replace_parent(void *arg)
+{
+    char path[512];
+    (void)arg;
+    snprintf(path, sizeof path, "%s/s/a/x", base);
+    for (int i = 0; i < 10000 && access(path, F_OK) != 0; i++)
+        usleep(1000);
+    usleep(50000); /* the batch is now blocked opening the FIFO */
+    CHECK(rmdir(path) == 0);
+    snprintf(path, sizeof path, "%s/s/a", base);
+    CHECK(rmdir(path) == 0 && mkdir(path, 0755) == 0);
+    snprintf(path, sizeof path, "%s/s/fifo", base);
+    int fd = open(path, O_RDONLY);
+    char c;
+    CHECK(fd >= 0 && read(fd, &c, 1) == 1);
+    close(fd);
+    return NULL;
+}
+
+/* apply_batch.c keeps the parents it opened: ops going round two roots below more parents
+ * than it keeps (one a prefix of another) are all made with no fd left open; a kept parent's
+ * symlinked file is -ELOOP as cg_write says; a kept parent removed and made again while the
+ * call runs takes the next op as the op alone would (made, not ENOENT); and an op whose
+ * parent cannot be opened for want of fds (the kept ones hold them) is made alone after they
+ * are closed. */
 static void test_apply_ops_parents(void)
 {
     long magic;
-    char path[512];
-    int err = -1, stop = 0;
+    char path[512], name[64];
+    int err = -1;
     struct batch b = {.n = 0};
 
     dir("h1");
@@ -648,18 +692,58 @@ static void test_apply_ops_parents(void)
     int r2 = cg_open_root(path, CG_ALLOW_ANY_FS, &magic);
     CHECK(r1 >= 0 && r2 >= 0);
     int before = open_fds();
-    char name[64];
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 20; i++) { /* 40 parents: kept ones are replaced */
         snprintf(name, sizeof name, "q/pod%d", i);
         add_op(&b, r1, name, NULL);
         add_op(&b, r2, name, NULL);
+        snprintf(name, sizeof name, "q/pod%d/c", i); /* below q/podI: q is its prefix */
+        add_op(&b, i % 2 ? r1 : r2, name, NULL);
     }
     add_op(&b, r1, "q/memory.max", "2");
     add_op(&b, r1, "q/link.max", "3");
-    CHECK(cg_apply_ops(b.fds, b.kinds, b.buf, b.offs, b.n, &err, &stop) == b.n - 1);
-    CHECK(err == -ELOOP && cg_write(r1, "q/link.max", "3", 1, 0) == -ELOOP);
-    CHECK(cg_rmdir(r1, "q/pod7", 0) == 0 && cg_rmdir(r2, "q/pod7", 0) == 0);
+    CHECK(run_batch(&b, &err) == b.n - 1 && err == -ELOOP);
+    CHECK(cg_write(r1, "q/link.max", "3", 1, 0) == -ELOOP);
+    for (int i = 0; i < 20; i++) { /* each where its path says, and nothing else made */
+        snprintf(path, sizeof path, "%s/h%d/q/pod%d/c", base, i % 2 ? 1 : 2, i);
+        CHECK(access(path, F_OK) == 0);
+        snprintf(path, sizeof path, "%s/h%d/q/pod%d", base, i % 2 ? 2 : 1, i);
+        CHECK(count_entries(path) == 0);
+    }
+    CHECK(cg_rmdir(r1, "q/pod19/c", 0) == 0 && cg_rmdir(r2, "q/pod18/c", 0) == 0);
+    CHECK(cg_rmdir(r2, "q/pod19", 0) == 0);
     CHECK(open_fds() == before);
+
+    /* a kept parent serves its own root and its own path only, not one it is a prefix of */
+    dir("h1/q/p0");
+    dir("h2/q/p0");
+    b.n = b.used = 0;
+    add_op(&b, r1, "q/p0/c", NULL);
+    add_op(&b, r2, "q/p0/d", NULL);
+    add_op(&b, r1, "q/p1", NULL);
+    CHECK(run_batch(&b, &err) == 3 && err == 0);
+    snprintf(path, sizeof path, "%s/h1/q/p0", base);
+    CHECK(count_entries(path) == 1);
+    snprintf(path, sizeof path, "%s/h2/q/p0/d", base);
+    CHECK(access(path, F_OK) == 0);
+    snprintf(path, sizeof path, "%s/h1/q/p1", base);
+    CHECK(access(path, F_OK) == 0);
+
+    dir("s");
+    dir("s/a");
+    snprintf(path, sizeof path, "%s/s/fifo", base);
+    CHECK(mkfifo(path, 0600) == 0);
+    snprintf(path, sizeof path, "%s/s", base);
+    int rs = cg_open_root(path, CG_ALLOW_ANY_FS, &magic);
+    pthread_t other;
+    CHECK(rs >= 0 && pthread_create(&other, NULL, replace_parent, NULL) == 0);
+    b.n = b.used = 0;
+    add_op(&b, rs, "a/x", NULL);
+    add_op(&b, rs, "fifo", "1");
+    add_op(&b, rs, "a/y", NULL);
+    CHECK(run_batch(&b, &err) == 3 && err == 0);
+    pthread_join(other, NULL);
+    CHECK(cg_rmdir(rs, "a/y", 0) == 0);
+    close(rs);
 
     /* fds up to the limit but two: the third parent's open fails while two are kept */
     struct rlimit saved, low;
@@ -677,7 +761,7 @@ static void test_apply_ops_parents(void)
     add_op(&b, r1, "q/pod0/a", NULL);
     add_op(&b, r1, "q/pod1/a", NULL);
     add_op(&b, r1, "q/pod2/a", NULL);
-    CHECK(cg_apply_ops(b.fds, b.kinds, b.buf, b.offs, b.n, &err, NULL) == 3 && err == 0);
+    CHECK(run_batch(&b, &err) == 3 && err == 0);
     while (nfill)
         close(fillers[--nfill]);
     CHECK(setrlimit(RLIMIT_NOFILE, &saved) == 0);

@@ -270,9 +270,11 @@ def pack_ops(ops: Sequence[tuple[Root, str, str | None]]) -> r.Packed:
     offs = array("Q", [0])
     offs.extend(accumulate(n + 1 for n in lens))
     fds = array("i", [root._fileno() for root, _p, _v in ops])
+    # a root on cgroupfs: an op may go below a parent kept from an op before (apply_batch.c)
     kinds = bytes(
         (lib.CG_OP_MKDIR if value is None else lib.CG_OP_WRITE)
         | (lib.CG_OP_FORCE_WALK if root._flags else 0)
+        | (lib.CG_OP_KEEP_PARENT if root.is_cgroupfs else 0)
         for root, _p, value in ops
     )
     return r.Packed(ops, (fds, kinds, buf, offs))
