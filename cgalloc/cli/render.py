@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+import sys
 from collections.abc import Callable, Sequence
 
 import typer
@@ -87,6 +88,13 @@ def _shown_char(c: str) -> str:
 
 def emit(data: object, fmt: OutputFormat, table: Callable[[], str]) -> None:
     """Print ``data`` in ``fmt``; ``table`` renders the human-readable form."""
+    if fmt is OutputFormat.json and sys.stdout is not None:
+        # JSON text is ASCII with every control character escaped, so the ANSI codes
+        # click.echo looks for off a terminal cannot be in it; its scan of a 1000-pod setup
+        # report (~5 MB) cost as much again as writing it
+        sys.stdout.write(dumps(data, fmt) + "\n")
+        sys.stdout.flush()
+        return
     typer.echo(printable(table()) if fmt is OutputFormat.table else dumps(data, fmt))
 
 
