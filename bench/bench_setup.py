@@ -48,6 +48,7 @@ import cgalloc.apply
 import cgalloc.cli.inputs
 from bench import results
 from bench.trees import build_c
+from cgalloc import lanes
 from cgalloc.apply import TestSwitches
 from cgalloc.cgroupfs import detect
 from cgalloc.cli import main
@@ -369,18 +370,30 @@ def test_shell_rerun(benchmark):
     _script(benchmark, "shell mkdir/echo re-run", "shell", rerun=True)
 
 
-def _floor_ops(node: Node, rerun: bool) -> str:
+def _floor_ops(node: Node, rerun: bool, in_lanes: bool = False) -> str:
     """The setup's syscalls for csrc/setup_floor.c: its mkdirs and writes, or for a re-run the
-    reads of every file it writes."""
+    reads of every file it writes. ``in_lanes``: the mkdirs and writes as cgalloc's lanes
+    (cgalloc/lanes.py) deal them, each lane after a "lane" line."""
+    acts = node.actions()
     lines = []
-    for a in node.actions():
+    for a in acts:
         target = node.root / a["path"]
         if a["action"] == "mkdir":
-            if not rerun:
-                lines.append(f"mkdir {target}")
+            lines.append(None if rerun else f"mkdir {target}")
         else:
             lines.append(f"read {target}" if rerun else f"write {target} {a['new']}")
-    return "\n".join(lines) + "\n"
+    if in_lanes and not rerun:
+        v2 = detect().version == "v2"  # one mount; on v1 each hierarchy is a directory of root
+
+        def change(a: dict) -> tuple[str, str, str]:
+            mount = "" if v2 else a["path"].split("/", 1)[0]
+            return a["action"], mount, a["path"].rsplit("/", 1)[-1]
+
+        split = lanes.split([change(a) for a in acts])
+        lines = [
+            x for k, ix in enumerate(split) for x in ["lane"] * (k > 0) + [lines[i] for i in ix]
+        ]
+    return "\n".join(x for x in lines if x is not None) + "\n"
 
 
 def _floor(benchmark, name: str, rerun: bool) -> None:

@@ -1,7 +1,7 @@
 """``python -m bench --suites setup``: cgalloc setup of PODS pods against csrc/setup_floor.c
-(the same mkdir/write syscalls and nothing else) and a shell script batching ``mkdir -p`` /
-``echo``, interleaved round by round; and the 0-write re-run against the C floor reading the
-same files.
+(the same mkdir/write syscalls and nothing else, one after another, and again in cgalloc's
+lanes, each on a thread of its own) and a shell script batching ``mkdir -p`` / ``echo``,
+interleaved round by round; and the 0-write re-run against the C floor reading the same files.
 
 Every contender gets a fresh tree each round, made and removed outside its timing (the tree,
 node arguments and scripts are bench_setup.py's). The floor needs a real cgroupfs (its mkdir
@@ -33,6 +33,7 @@ from cgalloc.cgroupfs import detect
 CGALLOC_COLD = "cgalloc setup, cold"
 CGALLOC_QUIET = "cgalloc setup --quiet, cold"
 FLOOR_COLD = "C floor: the same mkdir/write syscalls"
+FLOOR_LANES = "C floor: the same syscalls in cgalloc's lanes"
 SHELL_COLD = "shell script, batched mkdir -p + echo"
 CGALLOC_RERUN = "cgalloc setup, re-run (0 writes)"
 FLOOR_RERUN = "C floor: reading the same files"
@@ -152,6 +153,16 @@ def suite(bindir: str | None = None) -> Suite:
     if binary:
         cold_ops = lambda n: bs._floor_ops(n, rerun=False)  # noqa: E731
         cs.insert(1, Contender(FLOOR_COLD, _on_fresh(cold_ops, _floor_run(binary)), bs.PODS))
+        lane_ops = lambda n: bs._floor_ops(n, rerun=False, in_lanes=True)  # noqa: E731
+        cs.insert(
+            2,
+            Contender(
+                FLOOR_LANES,
+                _on_fresh(lane_ops, _floor_run(binary)),
+                bs.PODS,
+                note="each lane on a thread of its own, as cgalloc makes them",
+            ),
+        )
         cs.append(Contender(FLOOR_RERUN, _on_fresh(_floor_rerun_ops, _floor_run(binary)), bs.PODS))
     where = f"real {detect().version} cgroupfs" if bs.REAL else "fake v2 tree (tmpfs)"
     result = Suite(f"setup of {bs.PODS} pods, {where}", "pod", cs)
@@ -161,6 +172,8 @@ def suite(bindir: str | None = None) -> Suite:
                unmeasurable=why),
         Target("setup --quiet <= 1.2x the C floor", CGALLOC_QUIET, FLOOR_COLD, "ratio", 1.2,
                unmeasurable=why),
+        Target("setup --quiet <= 1.2x the floor in cgalloc's lanes (not an issue target)",
+               CGALLOC_QUIET, FLOOR_LANES, "ratio", 1.2, unmeasurable=why),
         Target("setup faster than the batched shell script", CGALLOC_COLD, SHELL_COLD, "ratio",
                1.0),
         Target("re-run <= 1.2x the C floor reading the same files", CGALLOC_RERUN, FLOOR_RERUN,

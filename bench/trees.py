@@ -174,5 +174,5 @@ def build_c(name: str, out_dir: str) -> str | None:
         return None
     binary = os.path.join(out_dir, name)
     src = os.path.join(REPO, "csrc", f"{name}.c")
-    subprocess.run([cc, "-O2", "-o", binary, src], check=True)
+    subprocess.run([cc, "-O2", "-pthread", "-o", binary, src], check=True)
     return binary

@@ -20,11 +20,11 @@ import functools
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, NoReturn, Protocol
 
-from cgalloc import core
+from cgalloc import core, lanes
 from cgalloc.cgroupfs import cgroup_file
 from cgalloc.errors import CgallocError, HostError, InputError, Interrupted
 from cgalloc.ownership import BOOT_ID_FILE, Record, StateDir
@@ -312,15 +312,14 @@ def apply(
 
     batched = switches.kernel is None and units is None
     whole = batched and on_done is None and all(a.kind != "move" for a in plan.actions)
-    if whole:  # one core call for the plan, while this thread prepares the record
-        # packed here first: the call's thread then needs the GIL only to start and end,
-        # so this one's preparing does not delay the first change
-        job = _pack(roots, plan.actions)
-        make = functools.partial(
-            _make, plan, roots, switches, units, signals, made, True, len(plan.actions), job
-        )
+    if whole:  # a core call per lane on threads of their own, while this one prepares
+        # packed here first: each call's thread then needs the GIL only to start and end, so
+        # this one's preparing does not delay the first change
+        jobs = _lane_jobs(roots, plan.actions)
         prepare = functools.partial(_ready, state, record, plan, meanwhile)
-        stopped, ready = _overlapped(make, prepare, signals.stop)
+        outs, ready = _overlapped([_lane_call(j, signals, len(jobs)) for j in jobs], prepare,
+                                  signals.stop)  # fmt: skip
+        stopped = _lanes_made(plan, jobs, outs, made)
     else:
         _call(meanwhile)
         stopped = _make(plan, roots, switches, units, signals, made, batched)
@@ -361,20 +360,17 @@ def _make(
     signals: SignalGuard,
     made: Callable[[list[Action]], None],
     batched: bool,
-    size: int = BATCH,
-    job: _Job | None = None,
 ) -> _Stopped | None:
     """Make ``plan``'s changes in order — ``batched``: those that are not process moves in
-    core calls of up to ``size``; else each alone, with its hooks — handing each run made to
-    ``made``; stop at the first failure or signal and say which (None: all were made)."""
-    for run in _runs(plan.actions, batched, size):
+    core calls of up to :data:`BATCH`; else each alone, with its hooks — handing each run made
+    to ``made``; stop at the first failure or signal and say which (None: all were made)."""
+    for run in _runs(plan.actions, batched):
         # Between core calls, and inside one through the guard's stop flag: every change
         # made so far is in result.done.
         if signals.signo is not None:
             return _Stopped(None)
         if batched and run[0].kind != "move":
-            n, exc = _batch(roots, run, signals.stop, job)
-            job = None
+            n, exc = _run_job(_pack(roots, run), signals.stop)
             made(run[:n])
             if exc is not None:
                 return _Stopped(exc, run[n].describe(plan.root))
@@ -397,25 +393,31 @@ def _make(
 
 
 def _overlapped(
-    make: Callable[[], _Stopped | None], prepare: Callable[[], _Prepared | None], stop: core.Stop
-) -> tuple[_Stopped | None, _Prepared | None]:
-    """``make()`` on a second thread (a core call: the GIL is released) while this one runs
-    ``prepare()``: (what make returned, what prepare did). This thread never goes on before
-    the changes have ended: the rollback and the record are its. Where no thread can be
-    started (a pids limit), both run here, the changes first."""
-    out: list = []
+    calls: list[Callable[[], _Outcome]], prepare: Callable[[], _Prepared | None], stop: core.Stop
+) -> tuple[list[_Outcome], _Prepared | None]:
+    """Each of ``calls`` (a core call: the GIL is released) on a thread of its own while this
+    one runs ``prepare()``: (what each call returned, what prepare did). This thread starts
+    them all before it prepares (a thread started later would wait for the GIL that preparing
+    holds) and never goes on before every call has ended: the rollback and the record are its.
+    A call that cannot get a thread (a pids limit) runs here before prepare."""
+    out: list = [None] * len(calls)
+    failed: list[BaseException] = []
 
-    def work() -> None:
+    def work(k: int) -> None:
         try:
-            out.append(make())
+            out[k] = calls[k]()
         except BaseException as exc:  # handed to the caller's thread
-            out.append(exc)
+            failed.append(exc)
 
-    worker = threading.Thread(target=work, name="cgalloc-apply")
-    try:
-        worker.start()
-    except RuntimeError:  # "can't start new thread"
-        return make(), prepare()
+    workers = []
+    for k in range(len(calls)):
+        worker = threading.Thread(target=work, args=(k,), name="cgalloc-apply")
+        try:
+            worker.start()
+        except RuntimeError:  # "can't start new thread"
+            work(k)
+            continue
+        workers.append(worker)
     raised: BaseException | None = None
     ready = None
     try:
@@ -423,17 +425,18 @@ def _overlapped(
     except BaseException as exc:  # a library caller's own signal handler raising, say
         raised = exc
         stop.set()  # the changes stop, as at a signal; those made are in the journal
-    while worker.is_alive():
-        try:
-            worker.join()
-        except BaseException as exc:  # the same while waiting: the changes still end first
-            raised = raised or exc
-            stop.set()
+    for worker in workers:
+        while worker.is_alive():
+            try:
+                worker.join()
+            except BaseException as exc:  # the same while waiting: the changes still end first
+                raised = raised or exc
+                stop.set()
     if raised is not None:
         raise raised
-    if isinstance(out[0], BaseException):
-        raise out[0]
-    return out[0], ready
+    if failed:
+        raise failed[0]
+    return out, ready
 
 
 class _Prepared(NamedTuple):
@@ -466,14 +469,14 @@ def _call(meanwhile: Callable[[], object] | None) -> None:
             meanwhile()
 
 
-def _runs(actions: list[Action], batched: bool, size: int = BATCH) -> Iterator[list[Action]]:
-    """``actions`` in order as runs of at most ``size`` changes that are not process moves
+def _runs(actions: list[Action], batched: bool) -> Iterator[list[Action]]:
+    """``actions`` in order as runs of at most :data:`BATCH` changes that are not process moves
     (``batched``), every other action alone."""
     run: list[Action] = []
     for a in actions:
         if batched and a.kind != "move":
             run.append(a)
-            if len(run) == size:
+            if len(run) == BATCH:
                 yield run
                 run = []
             continue
@@ -510,15 +513,69 @@ def _pack(roots: Roots, chunk: list[Action]) -> _Job:
     return _Job(core.pack_ops(ops), exc)
 
 
-def _batch(
-    roots: Roots, chunk: list[Action], stop: core.Stop, job: _Job | None = None
-) -> tuple[int, BaseException | None]:
-    """Make ``chunk`` (no moves; ``job``: already packed) through ``core.apply_ops`` until one
-    fails or ``stop`` is set: how many were made and the error. A mount whose root cannot be
-    opened fails at its first change."""
-    packed, exc = job or _pack(roots, chunk)
-    made, err = core.apply_ops(packed, stop)
-    return made, err if made < len(packed) else exc
+def _run_job(job: _Job, stop: core.Stop) -> tuple[int, BaseException | None]:
+    """Make ``job``'s changes through ``core.apply_ops`` until one fails or ``stop`` is set:
+    how many were made and the error. A mount whose root cannot be opened fails at its first
+    change."""
+    made, err = core.apply_ops(job.packed, stop)
+    return made, err if made < len(job.packed) else job.exc
+
+
+class _Lane(NamedTuple):
+    """The plan's changes one core call makes (:mod:`cgalloc.lanes`): their indices, packed."""
+
+    indices: Sequence[int]
+    job: _Job
+
+
+def _lane_jobs(roots: Roots, actions: list[Action]) -> list[_Lane]:
+    """``actions`` (no moves) packed as the lanes :func:`lanes.split` deals them into. One
+    lane where a mount's root cannot be opened: that change is then the one that fails."""
+    split = lanes.split([(a.kind, a.mount, a.file) for a in actions])
+    if len(split) > 1:
+        try:
+            for mount in {a.mount for a in actions}:
+                roots[mount]
+        except (OSError, HostError):
+            split = [range(len(actions))]
+    if len(split) == 1:
+        return [_Lane(range(len(actions)), _pack(roots, actions))]
+    return [_Lane(ix, _pack(roots, [actions[i] for i in ix])) for ix in split]
+
+
+_Outcome = tuple[int, BaseException | None]  # how many changes a core call made, its error
+
+
+def _lane_call(lane: _Lane, signals: SignalGuard, lanes_: int) -> Callable[[], _Outcome]:
+    """The core call making ``lane``'s changes. Of several lanes, one that fails sets the
+    signal guard's stop flag, so the others stop before their next change, as at a signal
+    (``signals.received`` still tells the two apart)."""
+
+    def call() -> _Outcome:
+        n, exc = _run_job(lane.job, signals.stop)
+        if exc is not None and lanes_ > 1:
+            signals.stop.set()
+        return n, exc
+
+    return call
+
+
+def _lanes_made(
+    plan: Plan, jobs: list[_Lane], outs: list[_Outcome], made: Callable[[list[Action]], None]
+) -> _Stopped | None:
+    """Hand the changes the lanes made (``outs``) to ``made`` in plan order; say which one
+    failed, or that a signal stopped them (None: all were made)."""
+    if len(jobs) == 1:
+        done = plan.actions[: outs[0][0]]
+    else:
+        ix = sorted(i for j, (n, _exc) in zip(jobs, outs, strict=True) for i in j.indices[:n])
+        done = [plan.actions[i] for i in ix]
+    made(done)
+    failed = [(j.indices[n], e) for j, (n, e) in zip(jobs, outs, strict=True) if e is not None]
+    if failed:  # the first in plan order, when two lanes failed at once
+        i, exc = min(failed, key=lambda f: f[0])
+        return _Stopped(exc, plan.actions[i].describe(plan.root))
+    return _Stopped(None) if len(done) < len(plan.actions) else None
 
 
 def _change(a: Action) -> tuple:

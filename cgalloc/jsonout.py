@@ -34,6 +34,14 @@ class Encoded:
         except (_Other, RecursionError):  # the json module's to encode, in its place
             self.text = None
 
+    def deeper(self) -> Encoded:
+        """The same value with its text as written one level deeper, without encoding it
+        again: each line break gains one indent (JSON text holds no raw newline in a string)."""
+        out = Encoded.__new__(Encoded)
+        out.value, out.pad = self.value, self.pad + "  "
+        out.text = None if self.text is None else self.text.replace("\n", "\n  ")
+        return out
+
 
 def _encode(value: object, pad: str) -> str:
     kind = type(value)

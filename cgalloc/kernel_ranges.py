@@ -191,7 +191,10 @@ def name_problem(path: str, mount: str = "") -> str | None:
             path.encode("utf-8")
         except UnicodeEncodeError:  # an argument's undecodable bytes (surrogateescape)
             return "holds bytes that are not UTF-8; cgalloc takes cgroup names in UTF-8"
-    longest = max((len(p.encode()) for p in path.split("/")), default=0)  # UTF-8: checked above
+    if path.isascii() and len(path) <= NAME_MAX:  # no component can be longer: a pod's path
+        longest = 0
+    else:
+        longest = max((len(p.encode()) for p in path.split("/")), default=0)  # UTF-8: above
     if longest > NAME_MAX:
         return f"has a component of {longest} bytes; a cgroup name is at most {NAME_MAX} (NAME_MAX)"
     size = len(f"{mount.rstrip('/')}/{path}/memory.limit_in_bytes".encode())

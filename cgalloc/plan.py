@@ -349,6 +349,44 @@ class LiveTree:
             links[(mount, p)] = link
         return link
 
+    def links_below(self, mount: str, parent: str, names: Iterable[str]) -> list[tuple[str, str]]:
+        """(name, the first symlink on its path) for each of ``names`` (children of ``parent``
+        below ``mount``) whose path goes through one: :meth:`symlink_in` for a QoS tier's
+        thousands of pods with one look at their parent."""
+        link = self._link(mount, parent) if parent else None
+        if link is MISSING:  # nothing below it exists
+            return []
+        if link is not None:
+            return [(name, link) for name in names]
+        children = self._children(mount, parent)
+        if children is UNLISTED:
+            found = ((n, self._link(mount, f"{parent}/{n}" if parent else n)) for n in names)
+            return [(n, lk) for n, lk in found if lk is not None and lk is not MISSING]
+        if children is None:
+            return []
+        under = f"{mount}/{parent}/" if parent else f"{mount}/"
+        return [(n, under + n) for n in names if (e := children.get(n)) is not None and e[0]]
+
+    def lacking_each(self, paths: Iterable[str], each_mount: Sequence[str]) -> dict[str, list[str]]:
+        """:func:`lacking` for each of ``paths`` (none the root): the pods of a QoS tier share
+        one listing of their parent per mount, looked up without a call per pod and mount."""
+        by_parent: dict[str, list[str]] = {}
+        for path in paths:
+            by_parent.setdefault(path.rpartition("/")[0], []).append(path)
+        out: dict[str, list[str]] = {}
+        for parent, group in by_parent.items():
+            lists = [(m, self._children(m, parent)) for m in each_mount]
+            if any(children is UNLISTED for _m, children in lists):
+                out.update((p, lacking(p, each_mount, self)) for p in group)
+                continue
+            for path in group:
+                name = path.rpartition("/")[2]
+                out[path] = [
+                    m for m, children in lists
+                    if children is None or (e := children.get(name)) is None or not e[1]
+                ]  # fmt: skip
+        return out
+
 
 MISSING = "\x00missing"  # LiveTree._link: a path that does not exist (never a real path)
 
@@ -429,11 +467,15 @@ def _shrinks(file: str, old: str | None, new: str) -> bool:
 # ---------------------------------------------------------------- building the plan
 
 
+_PLAIN = frozenset(("", ".", ".."))  # path components that name no cgroup of their own
+
+
 def check_targets(desired: Sequence, mounts: dict[str, str], live: LiveTree) -> None:
     """Refuse cgroups cgalloc must not touch; one sentence per problem, naming the field."""
     problems: list[str] = []
     kubepods = next((d.path for d in desired if d.role == "kubepods"), None)
     named: set[str] = set()
+    below: dict[str, dict[str, list[str]]] = {}  # parent -> {child name: its fields}
     each_mount = _distinct(mounts.values())
     longest = max(mounts.values(), key=len, default="")
     for d in desired:
@@ -448,7 +490,7 @@ def check_targets(desired: Sequence, mounts: dict[str, str], live: LiveTree) -> 
         if not d.path.strip("/"):
             problems.append(f"{fld} must name a cgroup below the root, not the root cgroup itself.")
             continue
-        if d.path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        if d.path.startswith("/") or not _PLAIN.isdisjoint(parts):
             problems.append(
                 f"{fld} path {d.path!r} must stay inside the cgroupfs mount "
                 "(no '..', '.' or empty components)."
@@ -458,12 +500,16 @@ def check_targets(desired: Sequence, mounts: dict[str, str], live: LiveTree) -> 
         if placement:
             problems.append(placement)
             continue
+        parent, _, name = d.path.rpartition("/")
+        below.setdefault(parent, {}).setdefault(name, []).append(fld)
+    for parent, names in below.items():  # a QoS tier's pods: their parent looked at once
         for mount in each_mount:
-            link = live.symlink_in(mount, parts)
-            if link is not None:
-                problems.append(
-                    f"{fld} /{d.path} goes through the symlink {link}; give the real cgroup path."
-                )
+            for name, link in live.links_below(mount, parent, names):
+                path = f"{parent}/{name}" if parent else name
+                problems += [
+                    f"{f} /{path} goes through the symlink {link}; give the real cgroup path."
+                    for f in names[name]
+                ]
     problems += overlapping_reserved({d.role: d.path for d in desired if d.role in RESERVED_ROLES})
     if problems:
         raise InputError(_distinct(problems))
@@ -475,11 +521,14 @@ def _ancestors(path: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(len(parts))]
 
 
-def _file_rank(file: str, shrinking: bool) -> int:
-    # memsw must stay >= memory: raise it first, lower it last.
-    if file == MEMSW_FILE:
-        return 1 if shrinking else -1
-    return 0
+def _grow_order(t: tuple[int, Action]) -> tuple[int, bool]:
+    # parents first; memsw must stay >= memory: raise it first ...
+    return t[0], t[1].file != MEMSW_FILE
+
+
+def _shrink_order(t: tuple[int, Action]) -> tuple[int, bool]:
+    # ... children first, and lower it last
+    return -t[0], t[1].file == MEMSW_FILE
 
 
 def build(
@@ -537,7 +586,13 @@ def build(
     if v2:
         wanted += [(mounts["cpu"], a, "cgroup.subtree_control") for d in desired
                    for a in _ancestors(d.path)]  # fmt: skip
-    current = read_many(k for k in dict.fromkeys(wanted) if live.is_cgroup(k[0], k[1]))
+    absent_in = live.lacking_each((d.path for d in desired), each_mount)
+
+    def exists(mount: str, path: str) -> bool:
+        absent = absent_in.get(path)
+        return live.is_cgroup(mount, path) if absent is None else mount not in absent
+
+    current = read_many(k for k in dict.fromkeys(wanted) if exists(k[0], k[1]))
 
     def read(mount: str, path: str, file: str) -> str | None:
         key = (mount, path, file)
@@ -580,7 +635,7 @@ def build(
                     )
                     subtree[key].update(want)
                     enabling.setdefault(key, set()).update(want)
-        absent = lacking(d.path, each_mount, live)
+        absent = absent_in[d.path]
         if d.role in RESERVED_ROLES and not create_reserved:
             missing_reserved += [f"{d.role} /{d.path}: {os.path.join(m, d.path)}" for m in absent]
             absent = []
@@ -616,11 +671,13 @@ def build(
 
     grow = [(i, a) for i, a, s in writes if not s]
     shrink = [(i, a) for i, a, s in writes if s]
-    grow.sort(key=lambda t: (t[0], _file_rank(t[1].file, False)))
-    shrink.sort(key=lambda t: (-t[0], _file_rank(t[1].file, True)))
+    grow.sort(key=_grow_order)
+    shrink.sort(key=_shrink_order)
     plan.actions = structure + [a for _, a in grow] + [a for _, a in shrink]
     plan.wanted_files = dict(final)
-    paths = {p for d in desired for p in (*_ancestors(d.path), d.path)}
+    paths = {d.path for d in desired}
+    for parent in {d.path.rpartition("/")[0] for d in desired}:  # a path's ancestors: its parent's
+        paths.update(_ancestors(parent + "/"))
     plan.wanted_dirs = EveryMount(paths, each_mount)
     if not v2 and "cpuset" in mounts:
         plan.seeded = {(mounts["cpuset"], p, f) for p in paths for f in SEED_FILES}

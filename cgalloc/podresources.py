@@ -308,6 +308,8 @@ def resource_config(
         memory_low=protect if low else None,
     )
     # getQoSMemoryRequests calls PodRequests with default options: pod-level values count.
-    tier_reqs = pod_requests(pod, pod_level=True)
+    # (the same as reqs unless pod-level requests were skipped above)
+    same = pod_level_resources or not _any_supported(pod.pod_requests)
+    tier_reqs = reqs if same else pod_requests(pod, pod_level=True)
     tier_memory = tier_reqs[MEMORY].value() if MEMORY in tier_reqs else 0
     return PodCgroup(pod.uid, pod.name, qos, out, cpu_req, tier_memory)

@@ -100,8 +100,8 @@ TRICKY = st.sampled_from(['", "', ', "', '\\", "', "\\", '"', ", ", "}, {", "\u2
     )
 )
 def test_a_flat_mapping_whose_strings_look_like_separators(data):
-    """A dict of scalars is encoded whole and cut at its separators (jsonout._flat): text
-    inside its strings that looks like one (`, "`, a quote, a brace pair) must not be cut."""
+    """Text inside a flat mapping's strings that looks like JSON's own (`, "`, a quote, a
+    brace pair) is a string's content, encoded as the json module encodes it."""
     assert jsonout.dump([data, {"k": data}]) == json.dumps(
         [data, {"k": data}], indent=2, sort_keys=True
     )
@@ -125,3 +125,15 @@ def test_a_value_encoded_ahead_is_written_as_the_value_itself(value, depth):
         else:
             with pytest.raises(want):
                 jsonout.dump(doc)
+
+
+@PROPS
+@given(DOCS, st.integers(0, 3))
+def test_a_value_encoded_ahead_and_moved_one_level_deeper(value, depth):
+    """Encoded.deeper (setup's done list is its plan's actions one level up): the text is the
+    value's as encoded at the deeper level, and it is written as the plain value there."""
+    ahead = jsonout.Encoded(value, depth)
+    assert ahead.deeper().text == jsonout.Encoded(value, depth + 1).text
+    want = _reference({"a": {"b": value}})
+    if isinstance(want, str) and depth == 1:
+        assert jsonout.dump({"a": {"b": ahead.deeper()}}) == want

@@ -257,3 +257,14 @@ def test_defaults_fill_requests_from_limits():
     q = pod([c()], pod_lim=rl("1", "1Gi"))
     assert with_defaults(q, True).pod_requests == rl("1", "1Gi")
     assert with_defaults(q, False).pod_requests is None
+
+
+@pytest.mark.parametrize("gate", [False, True])
+def test_tier_memory_counts_pod_level_requests_with_the_gate_off_too(gate):
+    # qos_container_manager_linux.go getQoSMemoryRequests calls resource.PodRequests(pod,
+    # PodResourcesOptions{}) — pod-level requests counted whatever the PodLevelResources gate,
+    # while the pod's own cgroup values (ResourceConfigForPod) follow the gate.
+    p = pod([c(rl("100m", "100Mi"))], pod_req=rl("1", "300Mi"))
+    got = resource_config(p, pod_level_resources=gate)
+    assert got.memory_request == 300 * MI
+    assert got.cpu_request_milli == (1000 if gate else 100)

@@ -453,13 +453,15 @@ def prepare_ready(ready: dict, memo: bool, output: OutputFormat, quiet: bool, pl
     if quiet or output is OutputFormat.table:
         return
     doc = plan.to_json()
-    # the same dicts twice is one text twice in JSON; YAML would write an alias instead
-    done = doc["actions"] if output is OutputFormat.json else plan.to_json()["actions"]
     if output is OutputFormat.json:
         from cgalloc import jsonout
 
-        doc, done = jsonout.Encoded(doc, 1), jsonout.Encoded(done, 1)  # both top-level keys
-    ready["plan"], ready["done"] = doc, done
+        # the same actions twice: done's text (a top-level key) is the plan's one level deeper
+        done = jsonout.Encoded(doc["actions"], 1)
+        doc["actions"] = done.deeper()
+        ready["plan"], ready["done"] = jsonout.Encoded(doc, 1), done
+    else:  # the same dicts twice would be one YAML node and an alias to it
+        ready["plan"], ready["done"] = doc, plan.to_json()["actions"]
 
 
 def report_doc(plan: Plan, result: Result, ready: dict) -> dict:

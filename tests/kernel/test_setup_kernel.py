@@ -329,9 +329,39 @@ def test_reserved_procs_are_moved_into_the_kube_reserved_cgroup(tmp_path):
         assert down.returncode == 0, down.stdout + down.stderr
 
 
-def test_sigterm_midway_undoes_every_change(tmp_path):
+def test_json_setup_makes_the_tree_in_lanes_as_verify_wants_it(tmp_path):
+    # -o json (no progress lines): the whole plan in one core call per lane — on v1 the
+    # hierarchies in two lanes side by side (cgalloc/lanes.py; this VM has two vCPUs), on v2
+    # one. Every change is made: verify finds nothing to do, teardown restores the tree.
+    before = listing()
+    pods = [manifest(f"lane{i}", {"limits": {"cpu": "100m", "memory": "64Mi"}}) for i in range(40)]
+    pods_file = tmp_path / "pods.json"
+    pods_file.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
+    state = ["--state-dir", str(tmp_path / "state")]
+    args = [*NODE, "--enforce", "pods", "--pods", str(pods_file)]
+    try:
+        done = cgalloc("setup", *args, *state, "-o", "json")
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert report["done"] == report["plan"]["actions"] and len(report["done"]) > 64
+        checked = cgalloc("verify", *args, *state)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        pod = ctrl_dir("memory", "kubepods/burstable/podlane7")
+        if not pod.is_dir():  # guaranteed: requests default to the limits
+            pod = ctrl_dir("memory", "kubepods/podlane7")
+        limit = "memory.max" if is_v2() else "memory.limit_in_bytes"
+        assert int(read(pod / limit)) == 64 * 1024 * 1024
+    finally:
+        down = cgalloc("teardown", *state)
+        assert down.returncode == 0, down.stdout + down.stderr
+    assert listing() == before
+
+
+@pytest.mark.parametrize("output", ["progress", "json"])
+def test_sigterm_midway_undoes_every_change(tmp_path, output):
     # SIGTERM once the journal is there and changes are being made: setup undoes every change
-    # it made (the batches it finished) and exits 143 with one sentence, the tree as before.
+    # it made (the batches it finished; with -o json, what each lane made) and exits 143 with
+    # one sentence, the tree as before.
     # system.slice is the node's own here, so its limits are values to restore, not mkdirs.
     control = CGROUP_ROOT / "cgroup.subtree_control"
     enabled = []
@@ -356,15 +386,28 @@ def test_sigterm_midway_undoes_every_change(tmp_path):
         writes = [a for a in planned["actions"] if a["action"] == "write"]
         assert any("system.slice/" in a["path"] and a["old"] is not None for a in writes)
         before = listing()
+        more = ["-o", "json"] if output == "json" else []
         proc = subprocess.Popen(
-            [*PLANNED, "setup", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
+            [*PLANNED, "setup", *args, *more],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
         try:
             # the journal is written before the first change; the progress lines follow the
-            # batches made: signal once the first one is made
-            for line in proc.stderr:
-                if line.startswith("["):
-                    break
+            # batches made: signal once the first one is made (-o json: once the plan's first
+            # mkdir is there, its lane's first change)
+            if output == "json":
+                first = (
+                    CGROUP_ROOT
+                    / next(a for a in planned["actions"] if a["action"] == "mkdir")["path"]
+                )
+                deadline = time.monotonic() + 60
+                while not first.is_dir():
+                    assert time.monotonic() < deadline and proc.poll() is None
+                    time.sleep(0.001)
+            else:
+                for line in proc.stderr:
+                    if line.startswith("["):
+                        break
             assert (state / "journal.jsonl").exists()
             sent = time.monotonic()
             proc.send_signal(15)
