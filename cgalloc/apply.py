@@ -90,9 +90,10 @@ class SignalGuard:
     order they came), never raised: an exception raised asynchronously between a core call and
     the bookkeeping of what it made would lose track of changes made. The handler also sets
     ``stop``, which a core call making changes (on another thread, while this one prepares)
-    reads before each change. :func:`apply` and :func:`converge` look at ``received`` between
-    changes; the rollback ignores it, so later
-    signals cannot cut it short. Installed only in the main thread (the only one Python
+    reads before each change; :func:`apply` sets it too when a lane fails, so the other lanes
+    stop, and clears it after unless a signal came. :func:`apply` and :func:`converge` look at
+    ``received`` between changes; the rollback ignores it, so later signals cannot cut it
+    short. Installed only in the main thread (the only one Python
     delivers signals to) and not over a signal that is ignored (``nohup``, a background job of
     a non-interactive shell: it stays ignored); the previous handlers are back on exit."""
 
@@ -267,8 +268,9 @@ def apply(
     previous handler once it is back, as if the signal had come just after apply returned.
 
     When no change needs Python between two others (no process move, systemd unit, test
-    kernel or progress line), the whole plan is one core call on a second thread, and this
-    one meanwhile prepares the record as it will be once every change is made, then calls
+    kernel or progress line), the whole plan is one core call per lane (:mod:`cgalloc.lanes`:
+    on v1 the hierarchies in two lanes), each on a thread of its own, and this one meanwhile
+    prepares the record as it will be once every change is made, then calls
     ``meanwhile`` (the caller's own preparing: it must only compute, and an exception in it
     is dropped, so the caller finds nothing prepared). Otherwise ``meanwhile`` is called
     before the first change. Either way it is called once, and what it prepares is worth
@@ -317,8 +319,11 @@ def apply(
         # this one's preparing does not delay the first change
         jobs = _lane_jobs(roots, plan.actions)
         prepare = functools.partial(_ready, state, record, plan, meanwhile)
-        outs, ready = _overlapped([_lane_call(j, signals, len(jobs)) for j in jobs], prepare,
-                                  signals.stop)  # fmt: skip
+        calls = [_lane_call(j, signals, len(jobs)) for j in jobs]
+        try:
+            outs, ready = _overlapped(calls, prepare, signals.stop)
+        finally:
+            _unstop(signals)
         stopped = _lanes_made(plan, jobs, outs, made)
     else:
         _call(meanwhile)
@@ -547,17 +552,31 @@ _Outcome = tuple[int, BaseException | None]  # how many changes a core call made
 
 
 def _lane_call(lane: _Lane, signals: SignalGuard, lanes_: int) -> Callable[[], _Outcome]:
-    """The core call making ``lane``'s changes. Of several lanes, one that fails sets the
-    signal guard's stop flag, so the others stop before their next change, as at a signal
-    (``signals.received`` still tells the two apart)."""
+    """The core call making ``lane``'s changes. Of several lanes, one that fails (or raises)
+    sets the signal guard's stop flag, so the others stop before their next change, as at a
+    signal (``signals.received`` still tells the two apart; :func:`_unstop` clears it after)."""
 
     def call() -> _Outcome:
-        n, exc = _run_job(lane.job, signals.stop)
+        try:
+            n, exc = _run_job(lane.job, signals.stop)
+        except BaseException:  # raised on the calling thread once every lane has ended
+            signals.stop.set()
+            raise
         if exc is not None and lanes_ > 1:
             signals.stop.set()
         return n, exc
 
     return call
+
+
+def _unstop(signals: SignalGuard) -> None:
+    """Clear the stop flag a lane's failure (or the preparing's exception) set, so that a
+    guard used again stops nothing; a signal's flag stays: the handler records the signal
+    before it sets the flag, so one that came before the check below is found there."""
+    if not signals.received:
+        signals.stop.clear()
+        if signals.received:  # came between the two: its flag back
+            signals.stop.set()
 
 
 def _lanes_made(

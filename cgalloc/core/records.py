@@ -407,6 +407,9 @@ class Stop:
     def set(self) -> None:
         self.cell[0] = 1
 
+    def clear(self) -> None:
+        self.cell[0] = 0
+
     def __bool__(self) -> bool:
         return self.cell[0] != 0
 
