@@ -12,6 +12,7 @@ encodes its report while the core makes the changes), placed as it is where it f
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from json.encoder import encode_basestring_ascii as _string
 
 
@@ -24,21 +25,35 @@ class Encoded:
     made now: :func:`dump` writes that text where the value sits at that depth, and encodes the
     value again anywhere else. Either way the output is the plain value's."""
 
-    __slots__ = ("pad", "text", "value")
+    __slots__ = ("_make", "_value", "pad", "text")
 
     def __init__(self, value: object, depth: int) -> None:
-        self.value = value
+        self._value, self._make = value, None
         self.pad = "\n" + "  " * depth
         try:
             self.text: str | None = _encode(value, self.pad)
         except (_Other, RecursionError):  # the json module's to encode, in its place
             self.text = None
 
+    @classmethod
+    def ahead(cls, text: str, depth: int, make: Callable[[], object]) -> Encoded:
+        """The text of a value made elsewhere (exactly :func:`dump`'s at ``depth``), and
+        ``make`` to build the value itself only where the text does not fit."""
+        out = cls.__new__(cls)
+        out._value, out._make, out.pad, out.text = None, make, "\n" + "  " * depth, text
+        return out
+
+    @property
+    def value(self) -> object:
+        if self._make is not None:
+            self._value, self._make = self._make(), None
+        return self._value
+
     def deeper(self) -> Encoded:
         """The same value with its text as written one level deeper, without encoding it
         again: each line break gains one indent (JSON text holds no raw newline in a string)."""
         out = Encoded.__new__(Encoded)
-        out.value, out.pad = self.value, self.pad + "  "
+        out._value, out._make, out.pad = self._value, self._make, self.pad + "  "
         out.text = None if self.text is None else self.text.replace("\n", "\n  ")
         return out
 

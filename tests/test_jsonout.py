@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from cgalloc import jsonout
 from cgalloc.cli.render import OutputFormat, dumps
+from cgalloc.plan import Action, actions_text
 
 PROPS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=500)
 
@@ -137,3 +138,58 @@ def test_a_value_encoded_ahead_and_moved_one_level_deeper(value, depth):
     want = _reference({"a": {"b": value}})
     if isinstance(want, str) and depth == 1:
         assert jsonout.dump({"a": {"b": ahead.deeper()}}) == want
+
+
+# setup's report: the plan's actions written straight from the Actions (plan.actions_text)
+_PIECES = st.sampled_from(["", "/", "a", "a/b", "b/", "./c", "..", "é", '"q"', "\\", "x\ny"])
+_NAMES = st.lists(_PIECES, max_size=3).map("/".join) | st.text(max_size=6)
+ACTIONS = st.lists(
+    st.builds(
+        Action,
+        kind=st.sampled_from(["mkdir", "rmdir", "write", "enable", "restore"]),
+        mount=st.sampled_from(["/cg", "/cg/", "/cg/memory", "/other", "/cg/./x"]),
+        path=_NAMES,
+        file=_NAMES,
+        old=st.none() | st.text(max_size=5),
+        new=st.text(max_size=5),
+        cgroup=_NAMES,
+        note=st.just(""),
+    ),
+    max_size=6,
+)
+
+
+@PROPS
+@given(ACTIONS, st.sampled_from(["/cg", "/cg/"]), st.integers(0, 3))
+def test_the_actions_text_is_the_encoded_dicts(actions, root, depth):
+    """plan.actions_text gives, without the dicts, jsonout's text of each Action.to_json
+    (that is json.dumps' with indent=2 and sorted keys)."""
+    dicts = [a.to_json(root) for a in actions]
+    text = actions_text(actions, root, depth)
+    assert text == jsonout.Encoded(dicts, depth).text
+    ahead = jsonout.Encoded.ahead(actions_text(actions, root, 1), 1, lambda: dicts)
+    for doc, plain in [
+        ({"done": ahead}, {"done": dicts}),
+        ({"x": 1.5, "done": ahead}, {"x": 1.5, "done": dicts}),
+    ]:
+        assert jsonout.dump(doc) == json.dumps(plain, indent=2, sort_keys=True)
+    assert jsonout.dump({"plan": {"actions": ahead.deeper()}}) == json.dumps(
+        {"plan": {"actions": dicts}}, indent=2, sort_keys=True
+    )
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        Action("move", "/cg/cpu", "kubepods", "cgroup.procs", "/", "42", "kubepods", "kubelet"),
+        Action("stop", "/cg", "kube.slice", note="kube.slice"),
+        Action("unit", "/cg", "", "CPUWeight", note="kube.slice"),
+        Action("mkdir", "/cg", "a", cgroup="a", note="anything noted"),
+    ],
+)
+def test_an_action_with_keys_of_its_own_leaves_the_dicts_to_encode(odd):
+    """A process move, a unit or anything with a note has keys the plain actions' text does
+    not write: actions_text says so (None), and setup encodes the dicts instead."""
+    plain = Action("mkdir", "/cg", "a", cgroup="a")
+    assert actions_text([plain, odd], "/cg", 1) is None
+    assert actions_text([plain], "/cg", 1) is not None

@@ -54,7 +54,7 @@ from cgalloc.config import NodeConfig
 from cgalloc.errors import CgallocError, HostError, InputError
 from cgalloc.limits import WEIGHT_FORMULAS
 from cgalloc.ownership import Record, StateDir
-from cgalloc.plan import Action, Plan, node_plan, require_no_refusals
+from cgalloc.plan import Action, Plan, actions_text, node_plan, require_no_refusals
 from cgalloc.plan_memo import inputs_digest
 from cgalloc.pods import load_pods, pod_file_texts, resize_warnings
 from cgalloc.systemd import (
@@ -452,16 +452,21 @@ def prepare_ready(ready: dict, memo: bool, output: OutputFormat, quiet: bool, pl
         ready["mounts"] = plan_memo.mounts_text(plan)
     if quiet or output is OutputFormat.table:
         return
-    doc = plan.to_json()
     if output is OutputFormat.json:
         from cgalloc import jsonout
 
+        def dicts() -> list[dict]:  # only where the text cannot be placed as it is
+            return [a.to_json(plan.root) for a in plan.actions]
+
         # the same actions twice: done's text (a top-level key) is the plan's one level deeper
-        done = jsonout.Encoded(doc["actions"], 1)
-        doc["actions"] = done.deeper()
-        ready["plan"], ready["done"] = jsonout.Encoded(doc, 1), done
+        text = actions_text(plan.actions, plan.root, 1)
+        if text is None:
+            done = jsonout.Encoded(dicts(), 1)
+        else:
+            done = jsonout.Encoded.ahead(text, 1, dicts)
+        ready["plan"], ready["done"] = jsonout.Encoded(plan.to_json(done.deeper()), 1), done
     else:  # the same dicts twice would be one YAML node and an alias to it
-        ready["plan"], ready["done"] = doc, plan.to_json()["actions"]
+        ready["plan"], ready["done"] = plan.to_json(), plan.to_json()["actions"]
 
 
 def report_doc(plan: Plan, result: Result, ready: dict) -> dict:
