@@ -426,7 +426,8 @@ def _overlapped(
     raised: BaseException | None = None
     ready = None
     try:
-        ready = prepare()
+        with lanes.behind(len(workers)):
+            ready = prepare()
     except BaseException as exc:  # a library caller's own signal handler raising, say
         raised = exc
         stop.set()  # the changes stop, as at a signal; those made are in the journal

@@ -14,8 +14,10 @@ costs more than it saves) and a process allowed one CPU.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
 # What a change costs the kernel, in µs, as measured on a v1 host at 1000 pods (README): only
 # the lanes' balance depends on these, never what is made.
@@ -24,6 +26,8 @@ WRITE_COST = 20
 WRITE_COSTS = {"cpuset.cpus": 100}
 LANES = 2
 MIN_CHANGES = 64  # below this, one lane: starting a thread costs more than it would save
+CAP_SYS_NICE = 23  # capability(7): may lower a nice value, i.e. put this thread's back
+LOWEST = 19  # the nice value of a thread that runs only where nothing else would
 
 
 def cpus_allowed() -> int:
@@ -64,3 +68,35 @@ def split(changes: Sequence[tuple[str, str, str]], cpus: int | None = None) -> l
     for i, (_kind, mount, _file) in enumerate(changes):
         lanes[lane_of[mount]].append(i)
     return [lane for lane in lanes if lane]
+
+
+def may_renice() -> bool:
+    """Whether this thread may lower its nice value again (CAP_SYS_NICE in effect), so one it
+    raises can be put back."""
+    try:
+        with open("/proc/thread-self/status", encoding="ascii") as f:
+            caps = next(line for line in f if line.startswith("CapEff:"))
+        return bool(int(caps.split()[1], 16) >> CAP_SYS_NICE & 1)
+    except (OSError, StopIteration, ValueError, IndexError):
+        return False
+
+
+@contextlib.contextmanager
+def behind(lanes: int) -> Iterator[None]:
+    """This thread at the lowest CPU priority while ``lanes`` lanes run on others (more than
+    one), then back: what it does meanwhile (setup's record and report, needed only once the
+    lanes end) then runs on what CPU the lanes' kernel work leaves, instead of taking a share
+    of the CPUs they wait for. Only where the priority can be put back (:func:`may_renice`):
+    nothing after runs lowered. The nice value is a thread's own on Linux (setpriority(2))."""
+    tid = threading.get_native_id()
+    old = None
+    if lanes > 1 and may_renice():
+        with contextlib.suppress(OSError):
+            old = os.getpriority(os.PRIO_PROCESS, tid)
+            os.setpriority(os.PRIO_PROCESS, tid, LOWEST)
+    try:
+        yield
+    finally:
+        if old is not None:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, tid, old)

@@ -347,3 +347,33 @@ def test_a_lane_that_raises_stops_the_other_before_its_next_change(tmp_path, mon
         held.close()
     assert made in ([0], [1])  # the FIFO's write at most, of the cpu lane's 62
     assert not guard.stop
+
+
+def _nice() -> int:
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+@pytest.mark.parametrize("renice", [True, False])
+def test_this_thread_prepares_at_the_lowest_priority_beside_the_lanes(
+    tmp_path, monkeypatch, renice
+):
+    # Beside two lanes the preparing would take a share of the CPUs their kernel work waits
+    # for: this thread lowers its priority while it prepares and puts it back after — only
+    # where it may put it back (CAP_SYS_NICE), else it leaves it alone.
+    if renice and not lanes.may_renice():
+        pytest.skip("this process may not lower a nice value again (no CAP_SYS_NICE)")
+    monkeypatch.setattr(lanes, "may_renice", lambda: renice)
+    base, state, seen = _tree(tmp_path), StateDir(str(tmp_path / "state")), []
+    before = _nice()
+    _apply(native, _plan(base), state, meanwhile=lambda: seen.append(_nice()))
+    assert seen == [lanes.LOWEST if renice else before]
+    assert _nice() == before
+
+
+def test_beside_one_lane_this_thread_keeps_its_priority(tmp_path):
+    base, state, seen = _tree(tmp_path), StateDir(str(tmp_path / "state")), []
+    p = _plan(base)
+    p.actions = [a for a in p.actions if "memory" in a.mount]  # one mount: one lane
+    before = _nice()
+    _apply(native, p, state, meanwhile=lambda: seen.append(_nice()))
+    assert seen == [before] and _nice() == before
