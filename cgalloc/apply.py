@@ -407,30 +407,35 @@ def _overlapped(
     A call that cannot get a thread (a pids limit) runs here before prepare."""
     out: list = [None] * len(calls)
     failed: list[BaseException] = []
+    behind = lanes.Behind(len(calls))
 
     def work(k: int) -> None:
         try:
             out[k] = calls[k]()
         except BaseException as exc:  # handed to the caller's thread
             failed.append(exc)
+        finally:
+            behind.lane_ended()
 
-    workers = []
-    for k in range(len(calls)):
-        worker = threading.Thread(target=work, args=(k,), name="cgalloc-apply")
-        try:
-            worker.start()
-        except RuntimeError:  # "can't start new thread"
-            work(k)
-            continue
-        workers.append(worker)
+    workers: list[threading.Thread] = []
     raised: BaseException | None = None
     ready = None
     try:
-        with lanes.behind(len(workers)):
-            ready = prepare()
+        for k in range(len(calls)):
+            worker = threading.Thread(target=work, args=(k,), name="cgalloc-apply")
+            try:
+                worker.start()
+            except RuntimeError:  # "can't start new thread"
+                work(k)
+                continue
+            workers.append(worker)
+        behind.lower()
+        ready = prepare()
     except BaseException as exc:  # a library caller's own signal handler raising, say
         raised = exc
         stop.set()  # the changes stop, as at a signal; those made are in the journal
+    finally:
+        behind.restore()
     for worker in workers:
         while worker.is_alive():
             try:

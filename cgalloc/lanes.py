@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 # What a change costs the kernel, in µs, as measured on a v1 host at 1000 pods (README): only
 # the lanes' balance depends on these, never what is made.
@@ -70,33 +71,67 @@ def split(changes: Sequence[tuple[str, str, str]], cpus: int | None = None) -> l
     return [lane for lane in lanes if lane]
 
 
-def may_renice() -> bool:
-    """Whether this thread may lower its nice value again (CAP_SYS_NICE in effect), so one it
-    raises can be put back."""
+def restorable(old: int, nice_limit: int, caps: int, uid_map: str) -> bool:
+    """Whether a thread at nice ``old`` may come back to it from :data:`LOWEST`: its
+    RLIMIT_NICE (``nice_limit``, -1 for none) allows ``old``, or it has CAP_SYS_NICE (in
+    ``caps``, CapEff's bits) in the initial user namespace (``uid_map`` is the identity map):
+    CAP_SYS_NICE inside another user namespace shows in CapEff but does not allow lowering."""
+    if nice_limit == -1 or 20 - old <= nice_limit:
+        return True
+    initial = uid_map.split() == ["0", "0", "4294967295"]
+    return initial and bool(caps >> CAP_SYS_NICE & 1)
+
+
+def may_renice(old: int) -> bool:
+    """:func:`restorable` for this thread, from its status and limits; False where it cannot
+    tell."""
     try:
         with open("/proc/thread-self/status", encoding="ascii") as f:
             caps = next(line for line in f if line.startswith("CapEff:"))
-        return bool(int(caps.split()[1], 16) >> CAP_SYS_NICE & 1)
+        with open("/proc/self/uid_map", encoding="ascii") as f:
+            uid_map = f.read()
+        limit = resource.getrlimit(resource.RLIMIT_NICE)[0]
+        return restorable(old, limit, int(caps.split()[1], 16), uid_map)
     except (OSError, StopIteration, ValueError, IndexError):
         return False
 
 
-@contextlib.contextmanager
-def behind(lanes: int) -> Iterator[None]:
-    """This thread at the lowest CPU priority while ``lanes`` lanes run on others (more than
-    one), then back: what it does meanwhile (setup's record and report, needed only once the
-    lanes end) then runs on what CPU the lanes' kernel work leaves, instead of taking a share
-    of the CPUs they wait for. Only where the priority can be put back (:func:`may_renice`):
-    nothing after runs lowered. The nice value is a thread's own on Linux (setpriority(2))."""
-    tid = threading.get_native_id()
-    old = None
-    if lanes > 1 and may_renice():
-        with contextlib.suppress(OSError):
-            old = os.getpriority(os.PRIO_PROCESS, tid)
-            os.setpriority(os.PRIO_PROCESS, tid, LOWEST)
-    try:
-        yield
-    finally:
-        if old is not None:
-            with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, tid, old)
+class Behind:
+    """The calling thread at the lowest CPU priority while two or more lanes run on other
+    threads, so what it does meanwhile (setup's record and report, needed only once the lanes
+    end) runs on what CPU their kernel work leaves. The last lane to end puts it back (it
+    is not left lowered while a busy node's other work would starve it), and :meth:`restore`
+    does at the latest. Only where the priority can be put back (:func:`may_renice`); the nice
+    value is a thread's own on Linux (setpriority(2))."""
+
+    def __init__(self, lanes: int) -> None:
+        self._tid = threading.get_native_id()
+        self._left = lanes
+        self._old: int | None = None
+        self._lock = threading.Lock()
+
+    def lower(self) -> None:
+        """Lower the calling thread, if two or more lanes are still running."""
+        with self._lock, contextlib.suppress(OSError):
+            if self._left < 2:
+                return
+            old = os.getpriority(os.PRIO_PROCESS, self._tid)
+            if old < LOWEST and may_renice(old):
+                self._old = old
+                os.setpriority(os.PRIO_PROCESS, self._tid, LOWEST)
+
+    def lane_ended(self) -> None:
+        """A lane's thread has ended its call; the last one restores the calling thread."""
+        with self._lock:
+            self._left -= 1
+            ended = self._left <= 0
+        if ended:
+            self.restore()
+
+    def restore(self) -> None:
+        """The calling thread back at its priority (once; a no-op if it was not lowered)."""
+        with self._lock:
+            old, self._old = self._old, None
+            if old is not None:
+                with contextlib.suppress(OSError):
+                    os.setpriority(os.PRIO_PROCESS, self._tid, old)

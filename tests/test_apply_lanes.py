@@ -211,15 +211,16 @@ def test_two_lanes_failing_name_the_first_change_in_plan_order(tmp_path):
 
 
 class _HeldLane:
-    """The cpu lane's first change is a write into a FIFO, which holds that lane's core call
-    until the reading end is opened (after 10 s at the latest, so a broken test fails)."""
+    """A lane's first change (the cpu lane's, or ``mount``'s) is a write into a FIFO, which
+    holds that lane's core call until the reading end is opened (after 10 s at the latest, so
+    a broken test fails)."""
 
-    def __init__(self, base, p: Plan) -> None:
-        cpu = str(base / "cpu")
-        self.path = base / "cpu" / "kubepods" / "fifo"
+    def __init__(self, base, p: Plan, mount: str = "cpu") -> None:
+        where = str(base / mount)
+        self.path = base / mount / "kubepods" / "fifo"
         os.mkfifo(self.path)
-        at = next(i for i, a in enumerate(p.actions) if a.mount == cpu)
-        p.actions.insert(at, Action("write", cpu, "kubepods", "fifo", "", "1", "kubepods"))
+        at = next(i for i, a in enumerate(p.actions) if a.mount == where)
+        p.actions.insert(at, Action("write", where, "kubepods", "fifo", "", "1", "kubepods"))
         self.fd: int | None = None
         self.timer = threading.Timer(10, self.open_reader)
         self.timer.start()
@@ -354,26 +355,75 @@ def _nice() -> int:
 
 
 @pytest.mark.parametrize("renice", [True, False])
-def test_this_thread_prepares_at_the_lowest_priority_beside_the_lanes(
+def test_this_thread_prepares_at_the_lowest_priority_while_the_lanes_run(
     tmp_path, monkeypatch, renice
 ):
     # Beside two lanes the preparing would take a share of the CPUs their kernel work waits
-    # for: this thread lowers its priority while it prepares and puts it back after — only
-    # where it may put it back (CAP_SYS_NICE), else it leaves it alone.
-    if renice and not lanes.may_renice():
-        pytest.skip("this process may not lower a nice value again (no CAP_SYS_NICE)")
-    monkeypatch.setattr(lanes, "may_renice", lambda: renice)
-    base, state, seen = _tree(tmp_path), StateDir(str(tmp_path / "state")), []
-    before = _nice()
-    _apply(native, _plan(base), state, meanwhile=lambda: seen.append(_nice()))
-    assert seen == [lanes.LOWEST if renice else before]
+    # for: this thread lowers its priority while they run; the last lane to end puts it back
+    # (the preparing is not left at the lowest once they have ended), only where it may be put
+    # back — else it is left alone. The lanes' own threads keep theirs.
+    if renice and not lanes.may_renice(_nice()):
+        pytest.skip("this process may not come back from nice 19 (no CAP_SYS_NICE here)")
+    monkeypatch.setattr(lanes, "may_renice", lambda old: renice)
+    base, state = _tree(tmp_path), StateDir(str(tmp_path / "state"))
+    p = _plan(base)
+    held = [_HeldLane(base, p, m) for m in ("cpu", "memory")]  # running until this one looks
+    before, seen, in_lanes = _nice(), [], []
+    if before == lanes.LOWEST:
+        pytest.skip("the tests already run at the lowest priority")
+
+    def apply_ops(packed, stop=None):
+        in_lanes.append(_nice())
+        return native.apply_ops(packed, stop)
+
+    monkeypatch.setattr(cgalloc.core, "apply_ops", apply_ops)
+
+    def meanwhile():
+        seen.append(_nice())
+        for h in held:
+            h.open_reader()
+        _wait(lambda: _nice() == before)  # the last lane's thread puts it back
+        seen.append(_nice())
+
+    try:
+        _apply(native, p, state, meanwhile=meanwhile)
+    finally:
+        for h in held:
+            h.close()
+    assert seen == [lanes.LOWEST if renice else before, before]
+    assert in_lanes == [before, before]
     assert _nice() == before
 
 
-def test_beside_one_lane_this_thread_keeps_its_priority(tmp_path):
+def test_beside_one_lane_this_thread_keeps_its_priority(tmp_path, monkeypatch):
+    monkeypatch.setattr(lanes, "may_renice", lambda old: True)
     base, state, seen = _tree(tmp_path), StateDir(str(tmp_path / "state")), []
-    p = _plan(base)
-    p.actions = [a for a in p.actions if "memory" in a.mount]  # one mount: one lane
+    mem = str(base / "memory")
+    p = Plan(root=str(base), version="v1", actions=[
+        Action("mkdir", mem, f"kubepods/pod{i}", cgroup=f"kubepods/pod{i}") for i in range(2 * PODS)
+    ])  # fmt: skip
+    assert len(p.actions) >= lanes.MIN_CHANGES  # one lane for its one mount, not its size
     before = _nice()
     _apply(native, p, state, meanwhile=lambda: seen.append(_nice()))
     assert seen == [before] and _nice() == before
+
+
+@pytest.mark.parametrize(
+    ("old", "limit", "caps", "uid_map", "expect"),
+    [
+        (0, 0, 1 << 23, "         0          0 4294967295\n", True),  # root, initial namespace
+        (0, 0, 1 << 23, "         0     100000      65536\n", False),  # a user namespace's
+        (0, 0, 0, "         0          0 4294967295\n", False),  # no CAP_SYS_NICE
+        (0, -1, 0, "0 1000 1\n", True),  # RLIMIT_NICE unlimited
+        (0, 20, 0, "0 1000 1\n", True),  # RLIMIT_NICE 20 allows nice 0
+        (5, 15, 0, "0 1000 1\n", True),
+        (0, 19, 0, "0 1000 1\n", False),  # only down to nice 1
+        (-5, 20, 1 << 23, "0 1000 1\n", False),
+    ],
+)
+def test_a_lowered_priority_is_taken_only_where_it_can_be_put_back(
+    old, limit, caps, uid_map, expect
+):
+    # setpriority(2): lowering a nice value needs CAP_SYS_NICE in the initial user namespace
+    # or an RLIMIT_NICE of at least 20 - nice (getrlimit(2)).
+    assert lanes.restorable(old, limit, caps, uid_map) is expect
