@@ -186,12 +186,13 @@ def name_problem(path: str, mount: str = "") -> str | None:
     """Why the kernel cannot hold the cgroup ``path`` (below ``mount``); None when it can."""
     if "\x00" in path or "\n" in path:
         return "holds a NUL or newline, which a cgroup name cannot"
-    if not path.isascii():
+    ascii_only = path.isascii()
+    if not ascii_only:
         try:
             path.encode("utf-8")
         except UnicodeEncodeError:  # an argument's undecodable bytes (surrogateescape)
             return "holds bytes that are not UTF-8; cgalloc takes cgroup names in UTF-8"
-    if path.isascii() and len(path) <= NAME_MAX:  # no component can be longer: a pod's path
+    if ascii_only and len(path) <= NAME_MAX:  # no component can be longer: a pod's path
         longest = 0
     else:
         longest = max((len(p.encode()) for p in path.split("/")), default=0)  # UTF-8: above

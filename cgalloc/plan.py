@@ -79,7 +79,10 @@ class Action(NamedTuple):
 
     def where(self, root: str) -> str:
         """The file or directory, relative to the cgroupfs root."""
-        rel = _below(root, self.mount, self.path)
+        return self.at(_below(root, self.mount, self.path))
+
+    def at(self, rel: str) -> str:
+        """:meth:`where`, given its cgroup's path relative to the root (``_below``'s)."""
         if self.kind in ("mkdir", "rmdir", "stop", "unit"):
             return rel or "."
         return os.path.join(rel, self.file) if rel else self.file
@@ -225,13 +228,7 @@ def actions_text(actions: Sequence[Action], root: str, depth: int) -> str | None
         rel = rels.get((a.mount, a.path))
         if rel is None:
             rel = rels[(a.mount, a.path)] = _below(root, a.mount, a.path)
-        if a.kind in _VALUED:  # os.path.join(rel, file), as Action.where
-            if not rel or a.file.startswith("/"):
-                where = a.file
-            else:
-                where = rel + a.file if rel.endswith("/") else f"{rel}/{a.file}"
-        else:
-            where = rel or "."
+        where = a.at(rel)
         head = seen.get(a.kind) or seen.setdefault(a.kind, _string(a.kind))
         cgroup = seen.get(a.cgroup) or seen.setdefault(a.cgroup, _string(a.cgroup))
         if a.kind in _VALUED:
