@@ -314,6 +314,7 @@ class TreeReader:
         self._warnings: list[str] = []
         self._warned = False
         self._calls = 0  # sample() calls so far
+        self.dates: ReadDates | None = None  # the last read's, when it was a dated cold read
 
     def _records(self, dirs: Sequence[str], snaps: Sequence[Snapshot]) -> list[CgroupStats]:
         """Records of ``dirs`` from one snapshot per plan."""
@@ -324,13 +325,27 @@ class TreeReader:
             plan.fill(snap, columns, found)
         return records(dirs, columns, found, now)
 
-    def read(self, dirs: Sequence[str]) -> list[CgroupStats]:
-        """One cold read: open, read, parse, close every file."""
-        return self._records(dirs, self._cold(dirs))
+    def read(self, dirs: Sequence[str], dated: bool = False) -> list[CgroupStats]:
+        """One cold read: open, read, parse, close every file. ``dated`` also takes what
+        :func:`start_times` needs of the mounts read into :attr:`dates`."""
+        return self._records(dirs, self._cold(tuple(dirs), dated))
 
-    def _cold(self, dirs: Sequence[str]) -> list[Snapshot]:
-        return [root.read(dirs, p.specs, threads=self.threads)
-                for root, p in zip(self.roots, self.plans, strict=True)]  # fmt: skip
+    def _cold(self, dirs: tuple[str, ...], dated: bool = False) -> list[Snapshot]:
+        """One snapshot per plan; ``dated`` keeps each cAdvisor mount's mtimes in ``dates``,
+        taken through the dir fds the reads open anyway (:func:`start_times` then stats
+        only the mounts not read)."""
+        wanted = set(cadvisor_mounts(self.hierarchy)) if dated else set()
+        marker = start_marker(self.hierarchy)
+        snaps: list[Snapshot] = []
+        by_mount: dict[str, list[int | None]] = {}
+        for root, p in zip(self.roots, self.plans, strict=True):
+            if p.path in wanted:
+                snap, by_mount[p.path] = root.read_dated(dirs, p.specs, marker, self.threads)
+            else:
+                snap = root.read(dirs, p.specs, threads=self.threads)
+            snaps.append(snap)
+        self.dates = ReadDates(dirs, by_mount) if dated else None
+        return snaps
 
     def _choose(self, ndirs: int) -> sampler_policy.FdPolicy:
         """The fd policy for ``ndirs`` cgroups, raising RLIMIT_NOFILE first if that helps."""
@@ -349,24 +364,26 @@ class TreeReader:
             )
         return policy
 
-    def sample(self, dirs: Sequence[str]) -> list[CgroupStats]:
+    def sample(self, dirs: Sequence[str], dated: bool = False) -> list[CgroupStats]:
         """A warm read: the descriptors the policy keeps stay open between calls (kept files
         are re-read with pread, the others opened through their directory's kept fd).
 
         The first call reads cold and opens nothing: a single read never keeps files open.
         When RLIMIT_NOFILE cannot hold a directory fd for every cgroup, the rest are opened by
-        path; :meth:`pop_warnings` says so once.
+        path; :meth:`pop_warnings` says so once. ``dated`` is :meth:`read`'s, for the first
+        (cold) call; a warm one leaves :attr:`dates` None.
         """
         dirs = tuple(dirs)
-        return self._records(dirs, self.snapshots(dirs))
+        return self._records(dirs, self.snapshots(dirs, dated))
 
-    def snapshots(self, dirs: tuple[str, ...]) -> list[Snapshot]:
+    def snapshots(self, dirs: tuple[str, ...], dated: bool = False) -> list[Snapshot]:
         """What :meth:`sample` reads, one snapshot per plan, before it becomes records."""
         self._calls += 1
         if self._calls == 1:
             # A one-shot read (``--interval 0``) would pay for fds and kernel buffers it never
             # re-reads: the first call reads cold, the sampler opens at the second.
-            return self._cold(dirs)
+            return self._cold(dirs, dated)
+        self.dates = None
         if self._samplers is None:
             self._other_fds = open_fd_count()
             self._samplers = [
@@ -620,28 +637,61 @@ def cadvisor_mounts(h: Hierarchy) -> list[str]:
     return sorted({os.path.realpath(m) for m in found})
 
 
-def start_times(h: Hierarchy, paths: Sequence[str], boot: float) -> list[float | None]:
+def start_marker(h: Hierarchy) -> str:
+    """The file whose mtime cAdvisor's ``getSpecInternal`` takes with its cgroup directory's:
+    its guard against a directory whose mtime moved when a child was made."""
+    return "cgroup.events" if h.version == "v2" else "cgroup.clone_children"
+
+
+class ReadDates(NamedTuple):
+    """What a dated :meth:`TreeReader.read` took for :func:`start_times`: per cAdvisor mount
+    it read, each of ``dirs``' mtimes as ``core.oldest_mtimes`` gives them for that mount."""
+
+    dirs: tuple[str, ...]
+    by_mount: dict[str, list[int | None]]
+
+
+def start_times(
+    h: Hierarchy, paths: Sequence[str], boot: float, dates: ReadDates | None = None
+) -> list[float | None]:
     """When each cgroup was created, as cAdvisor's ``getSpecInternal`` tells it: the lowest
     mtime, over the mounts of :func:`cadvisor_mounts` that hold the cgroup, of its directory
-    and of its ``cgroup.clone_children`` (``cgroup.events`` on a v2 host), but not before
-    ``boot``; in whole seconds since the epoch (None when no mount holds it).
+    and of its :func:`start_marker` file, but not before ``boot``; in whole seconds since the
+    epoch (None when no mount holds it).
 
-    The file is cAdvisor's guard against a directory whose mtime moved when a child was made.
-    One core call stats them all, the mounts' directory fds open meanwhile.
+    One core call stats the mounts ``dates`` lacks (all, without it), their directory fds open
+    meanwhile; the mounts it has give their mtimes from it.
     """
-    marker = "cgroup.events" if h.version == "v2" else "cgroup.clone_children"
+    rels = [_rel(p) for p in paths]
+    mounts = cadvisor_mounts(h)
+    known: list[list[int | None]] = []
+    if dates is not None:
+        at = {_rel(d): i for i, d in enumerate(dates.dirs)}
+        if all(r in at for r in rels):
+            known = [[got[at[r]] for r in rels] for m, got in dates.by_mount.items()
+                     if m in mounts]  # fmt: skip
+            mounts = [m for m in mounts if m not in dates.by_mount]
+    oldest = _stat_oldest(mounts, rels, start_marker(h)) if mounts else [None] * len(rels)
+    for column in known:
+        oldest = [a if b is None or (a is not None and a <= b) else b
+                  for a, b in zip(oldest, column, strict=True)]  # fmt: skip
+    return [None if t is None else max(float(t // 1_000_000_000), boot) for t in oldest]
+
+
+def _stat_oldest(mounts: Sequence[str], rels: list[str], marker: str) -> list[int | None]:
+    """``core.oldest_mtimes`` of ``rels`` over ``mounts`` (a mount that will not open is
+    skipped, as a hierarchy without the cgroup is)."""
     fds: list[int] = []
     try:
-        for m in cadvisor_mounts(h):
+        for m in mounts:
             try:
                 fds.append(os.open(m, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
             except OSError:
                 continue
-        oldest = core.oldest_mtimes(fds, [_rel(p) for p in paths], marker)
+        return core.oldest_mtimes(fds, rels, marker)
     finally:
         for fd in fds:
             os.close(fd)
-    return [None if t is None else max(float(t // 1_000_000_000), boot) for t in oldest]
 
 
 def boot_time(proc_root: str = "/proc") -> float:

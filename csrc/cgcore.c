@@ -474,6 +474,8 @@ struct job {
     long ndirfds;      /* sampler only: dirs [0, ndirfds) may keep a dir fd */
     const long *kept;  /* sampler only: per spec, dirs [0, kept[f]) keep that file open */
     long row;          /* split threads on multiples of this many items (1 = anywhere) */
+    const char *marker; /* read only: with mtimes, the file whose mtime counts with its dir's */
+    int64_t *mtimes;   /* read only: per dir, its oldest mtime as cg_oldest_mtimes gives it */
     int check_nlink;
     size_t bufsize;
     uint64_t *vals;
@@ -558,6 +560,41 @@ static void read_once(const struct job *j, const struct item *it, int fd)
     parse_read(it->spec, it->tab, n, j->buf, j->bufsize, it->v, it->s);
 }
 
+/* path's mtime in ns below dirfd, not following a last-component symlink, or INT64_MIN */
+static int64_t mtime_at(int dirfd, const char *path)
+{
+    struct stat sb;
+    int flags = AT_SYMLINK_NOFOLLOW | (*path ? 0 : AT_EMPTY_PATH);
+
+    if (fstatat(dirfd, path, &sb, flags) < 0)
+        return INT64_MIN;
+    return (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+}
+
+/* The older of the mtimes of path (below dirfd) and of its file marker ("" for none), or
+ * INT64_MIN when path is not there: what cg_oldest_mtimes takes per fd. */
+static int64_t dir_mtime(int dirfd, const char *path, const char *marker)
+{
+    char joined[PATH_MAX];
+    int64_t t = mtime_at(dirfd, path);
+
+    if (t == INT64_MIN || !*marker || join_path(joined, path, marker) < 0)
+        return t;
+    int64_t m = mtime_at(dirfd, joined);
+    return m != INT64_MIN && m < t ? m : t;
+}
+
+/* Dir d's mtime for a dated read, taken through the dir's fd just opened for its files (a
+ * stat of an open fd resolves nothing). A dir the read could not open (a symlink on its
+ * path, no fd to spare) is resolved from the root as cg_oldest_mtimes resolves it. */
+static void date_dir(const struct job *j, long d, int dirfd)
+{
+    const char *dir = j->dirs[d];
+
+    j->mtimes[d] = dirfd >= 0 ? dir_mtime(dirfd, "", j->marker)
+                              : dir_mtime(j->rootfd, dir, j->marker);
+}
+
 static void *read_worker(void *arg)
 {
     struct job *j = arg;
@@ -576,6 +613,8 @@ static void *read_worker(void *arg)
                 close(dirfd);
             cur = it.d;
             dirfd = *dir ? open_beneath(j->rootfd, dir, O_PATH | O_DIRECTORY, 0) : j->rootfd;
+            if (j->mtimes)
+                date_dir(j, it.d, dirfd);
         }
         read_once(j, &it, dirfd < 0 ? dirfd : open_in_dir(j, dirfd, dir, &it));
     }
@@ -775,15 +814,27 @@ static const char **unpack_dirs(const char *dirbuf, const size_t *offs, int ndir
     return dirs;
 }
 
+static int check_marker(const char *marker);
+
 int cg_read(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
             const cg_spec *specs, int nspecs, size_t bufsize, int nthreads, uint64_t *vals,
             uint8_t *st)
+{
+    return cg_read_dated(rootfd, dirbuf, dir_offs, ndirs, specs, nspecs, bufsize, nthreads,
+                         vals, st, "", NULL);
+}
+
+int cg_read_dated(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
+                  const cg_spec *specs, int nspecs, size_t bufsize, int nthreads,
+                  uint64_t *vals, uint8_t *st, const char *marker, int64_t *mtime_ns)
 {
     struct layout *lay;
     const char **dirs;
     int rc;
 
-    if (ndirs < 0 || nspecs < 0 || bufsize < 1)
+    if (ndirs < 0 || nspecs < 0 || bufsize < 1 || (mtime_ns && nspecs == 0))
+        return -EINVAL;
+    if (mtime_ns && check_marker(marker) < 0)
         return -EINVAL;
     if (ndirs == 0 || nspecs == 0)
         return 0;
@@ -796,9 +847,10 @@ int cg_read(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
         free(dirs);
         return -ENOMEM;
     }
+    /* a dated read keeps each dir on one thread, so one thread dates it */
     struct job proto = {
-        .lay = lay, .rootfd = rootfd, .dirs = dirs, .row = 1, .bufsize = bufsize, .vals = vals,
-        .st = st,
+        .lay = lay, .rootfd = rootfd, .dirs = dirs, .row = mtime_ns ? nspecs : 1,
+        .marker = marker, .mtimes = mtime_ns, .bufsize = bufsize, .vals = vals, .st = st,
     };
     rc = run_jobs(&proto, (long)ndirs * nspecs, nthreads, read_worker);
     free(lay);
@@ -815,17 +867,6 @@ struct mtime_job {
     long lo, hi;
     int64_t *out;
 };
-
-/* path's mtime in ns below dirfd, not following a last-component symlink, or INT64_MIN */
-static int64_t mtime_at(int dirfd, const char *path)
-{
-    struct stat sb;
-    int flags = AT_SYMLINK_NOFOLLOW | (*path ? 0 : AT_EMPTY_PATH);
-
-    if (fstatat(dirfd, path, &sb, flags) < 0)
-        return INT64_MIN;
-    return (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
-}
 
 /* A dir's parent, opened once per hierarchy for the run of dirs below it (a QoS tier's pods
  * come together): each stat then resolves one name, not the whole path again, and a kernfs
@@ -890,7 +931,6 @@ static void *mtime_worker(void *arg)
 {
     const struct mtime_job *j = arg;
     struct parents p = {.valid = 0};
-    char path[PATH_MAX];
 
     for (long d = j->lo; d < j->hi; d++) {
         const char *dir = j->dirbuf + j->offs[d];
@@ -900,15 +940,9 @@ static void *mtime_worker(void *arg)
         for (int k = 0; k < j->nfds; k++) {
             if (p.errs[k])
                 continue; /* its parent is not in this hierarchy: neither is it */
-            const char *rel = p.whole[k] ? dir : name;
-            int64_t t = mtime_at(p.fds[k], rel);
+            int64_t t = dir_mtime(p.fds[k], p.whole[k] ? dir : name, j->marker);
             if (t == INT64_MIN)
-                continue; /* not in this hierarchy: its marker is not either */
-            if (*j->marker && join_path(path, rel, j->marker) == 0) {
-                int64_t m = mtime_at(p.fds[k], path);
-                if (m != INT64_MIN && m < t)
-                    t = m;
-            }
+                continue; /* not in this hierarchy */
             if (oldest == INT64_MIN || t < oldest)
                 oldest = t;
         }

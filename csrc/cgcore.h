@@ -61,6 +61,13 @@ int cg_read(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
             const cg_spec *specs, int nspecs, size_t bufsize, int nthreads, uint64_t *vals,
             uint8_t *st);
 
+/* cg_read, and each dir's oldest mtime into mtime_ns[d] as cg_oldest_mtimes gives it for
+ * the one fd rootfd (marker as there), taken through the dir's fd the reads open anyway.
+ * -EINVAL before any I/O for a malformed marker, or for nspecs 0 (no fd would be opened). */
+int cg_read_dated(int rootfd, const char *dirbuf, const size_t *dir_offs, int ndirs,
+                  const cg_spec *specs, int nspecs, size_t bufsize, int nthreads,
+                  uint64_t *vals, uint8_t *st, const char *marker, int64_t *mtime_ns);
+
 #define CG_MAX_MTIME_FDS 32 /* hierarchies cg_oldest_mtimes takes at most */
 
 /* For each dir (packed as for cg_read): the oldest mtime, in ns since the epoch, over the

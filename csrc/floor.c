@@ -1,11 +1,13 @@
 /* floor: the cost of reading cgroup files with nothing on top, for bench/ to compare against.
  *
- *   floor cold|warm|dirfd|mixed ITERATIONS [FILE...]   (files from stdin, one per line)
+ *   floor cold|warm|dirfd|stat|mixed ITERATIONS [FILE...]   (files from stdin, one per line)
  *   floor hold [FILE...]                                (see below)
  *
  * cold: open/read/close by path per file per iteration. warm: open once, then one pread per
  * file per iteration. dirfd: an O_PATH fd per directory kept, then openat+read+close per file
- * per iteration. mixed: each line is "k PATH" (warm), "d PATH" (dirfd) or "c PATH" (cold): the
+ * per iteration. stat: an lstat by path per file per iteration (what a start time takes of a
+ * cgroup's directory and its marker file). mixed: each line is "k PATH" (warm), "d PATH"
+ * (dirfd), "s PATH" (stat) or "c PATH" (cold): the
  * access pattern of a sampler keeping some files and dir fds. Prints "<mode> <files> <ns per
  * file>" on stdout: the fastest iteration, since on a shared machine other load only ever adds
  * time. Single-threaded.
@@ -20,13 +22,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 static char buf[65536];
 
 struct file {
-    char mode;  /* 'k', 'd' or 'c' */
+    char mode;  /* 'k', 'd', 's' or 'c' */
     char *path;
     const char *name; /* basename, for openat */
     int fd;     /* k: the file; d: its directory (shared with files of the same dir) */
@@ -86,6 +89,10 @@ static int keep_open(struct file *files, size_t n)
 
 static int read_one(const struct file *f)
 {
+    struct stat sb;
+
+    if (f->mode == 's')
+        return fstatat(AT_FDCWD, f->path, &sb, AT_SYMLINK_NOFOLLOW);
     if (f->mode == 'k')
         return pread(f->fd, buf, sizeof buf, 0) < 0 ? -1 : 0;
     int fd = f->mode == 'd' ? openat(f->fd, f->name, O_RDONLY | O_CLOEXEC)
@@ -104,10 +111,11 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "";
     int hold = strcmp(mode, "hold") == 0, mixed = hold || strcmp(mode, "mixed") == 0;
     char fixed = !strcmp(mode, "cold") ? 'c' : !strcmp(mode, "warm") ? 'k'
-               : !strcmp(mode, "dirfd") ? 'd' : 0;
+               : !strcmp(mode, "dirfd") ? 'd' : !strcmp(mode, "stat") ? 's' : 0;
 
     if ((!fixed && !mixed) || argc < (hold ? 2 : 3)) {
-        fprintf(stderr, "usage: %s cold|warm|dirfd|mixed ITERATIONS [FILE...] | hold\n", argv[0]);
+        fprintf(stderr, "usage: %s cold|warm|dirfd|stat|mixed ITERATIONS [FILE...] | hold\n",
+                argv[0]);
         return 2;
     }
     long iters = hold ? 0 : atol(argv[2]);
@@ -121,9 +129,9 @@ int main(int argc, char **argv)
             break;
         if (!*line)
             continue;
-        int ok = mixed ? strlen(line) > 2 && strchr("kdc", line[0]) && line[1] == ' ' : 1;
+        int ok = mixed ? strlen(line) > 2 && strchr("kdsc", line[0]) && line[1] == ' ' : 1;
         if (!ok) {
-            fprintf(stderr, "floor: a line must be 'k|d|c PATH': %s\n", line);
+            fprintf(stderr, "floor: a line must be 'k|d|s|c PATH': %s\n", line);
             return 2;
         }
         if (add(&files, &nfiles, &cap, mixed ? line[0] : fixed, mixed ? line + 2 : line) < 0)

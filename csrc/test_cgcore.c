@@ -131,6 +131,35 @@ static void test_mtimes(int root)
     CHECK(t[0] == INT64_MIN && t[2] == INT64_MIN); /* no hierarchy holds anything */
 }
 
+/* A dated read: the reads as cg_read makes them, each dir's time as cg_oldest_mtimes gives
+ * it for the one root fd (a file of the specs as the marker: older or not, as it falls). */
+static void test_read_dated(int root)
+{
+    const char dirbuf[] = "kubepods\0gone\0\0linkdir";
+    const size_t offs[] = {0, 9, 14, 15, 23};
+    int64_t dated[4], want[4];
+    uint64_t v[4 * CPD], pv[4 * CPD];
+    uint8_t st[4 * CPD], pst[4 * CPD];
+
+    CHECK(cg_oldest_mtimes(&root, 1, "memory.max", dirbuf, offs, 4, 1, want) == 0);
+    CHECK(cg_read(root, dirbuf, offs, 4, SPECS, NSPECS, 65536, 1, pv, pst) == 0);
+    for (int threads = 1; threads <= 3; threads++) {
+        memset(dated, 0, sizeof dated);
+        CHECK(cg_read_dated(root, dirbuf, offs, 4, SPECS, NSPECS, 65536, threads, v, st,
+                            "memory.max", dated) == 0);
+        CHECK(!memcmp(dated, want, sizeof want));
+        CHECK(!memcmp(st, pst, sizeof st));
+        for (int i = 0; i < 4 * CPD; i++)
+            CHECK(st[i] != CG_OK || v[i] == pv[i]);
+    }
+    CHECK(dated[1] == INT64_MIN && dated[0] > 0 && dated[2] > 0);
+    CHECK(cg_read_dated(root, dirbuf, offs, 4, SPECS, NSPECS, 64, 1, v, st, "a/b", dated) ==
+          -EINVAL);
+    CHECK(cg_read_dated(root, dirbuf, offs, 4, SPECS, NSPECS, 64, 1, v, st, NULL, dated) ==
+          -EINVAL);
+    CHECK(cg_read_dated(root, dirbuf, offs, 4, SPECS, 0, 64, 1, v, st, "", dated) == -EINVAL);
+}
+
 static void set_mtime(const char *rel, time_t sec)
 {
     char path[512];
@@ -797,6 +826,7 @@ int main(void)
     test_parsers();
     test_read(root);
     test_mtimes(root);
+    test_read_dated(root);
     test_mtimes_threads(root);
     test_oldest_over_hierarchies();
     test_parents_without_fds(root);

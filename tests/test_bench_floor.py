@@ -54,3 +54,24 @@ def test_floor_reads_pids_files_stats_reads(tmp_path):
         (os.path.basename(m), os.path.basename(f)) for m, files in inputs.items() for f in files
     }
     assert read == {(f.controller, f.file) for f in stats.V1_FIELDS}
+
+
+def test_the_dated_floor_stats_what_the_start_times_stat(tmp_path):
+    """The second floor's lstats are the start times' (cAdvisor getSpecInternal, as
+    stats.start_times takes it): kubepods' and each pod's directory and marker, in each
+    hierarchy cAdvisor reads that holds it; not the root, a QoS tier or a container."""
+    case = _v1_case(str(tmp_path))
+    h, _ = stats.open_hierarchy(case.hierarchy.root)
+    for mount in stats.cadvisor_mounts(h):
+        for d in (f"{TOP}/kubepods", f"{TOP}/kubepods/burstable"):
+            with open(os.path.join(mount, d, "cgroup.clone_children"), "w") as f:
+                f.write("0\n")
+    inputs = dict(command_suite.start_inputs(case))
+    assert sorted(inputs) == sorted(stats.cadvisor_mounts(h))
+    pods = [d for d in command_suite._stats_dirs(case) if os.path.basename(d).startswith("pod")]
+    assert len(pods) == 3
+    for mount, paths in inputs.items():
+        assert all(os.path.lexists(os.path.join(mount, p)) for p in paths)
+        marker = f"{TOP}/kubepods/cgroup.clone_children"
+        assert paths[:2] == [f"{TOP}/kubepods", marker]  # a marker only where there is one
+        assert sorted(paths[2:]) == sorted(pods)

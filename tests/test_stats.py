@@ -419,3 +419,55 @@ def test_start_times_take_the_marker_file_when_it_is_older_than_the_directory(
     # podA: its file, not the directory a child moved; podB: equal; podC: clamped to the boot
     assert stats.start_times(h, pods, 1_600_000_000.0) == [1_700_000_000, 1_700_000_100,
                                                              1_600_000_000]  # fmt: skip
+
+
+def _dated_tree(tmp_path):
+    """A v1 tree of the mounts cAdvisor dates over, two of them (blkio, devices) not read by
+    stats: per pod the oldest time sits in a different mount, on the dir or its marker."""
+    names = ("cpu", "cpuacct", "memory", "pids", "blkio", "devices", "cpuset")
+    h = Hierarchy("v1", str(tmp_path), {c: str(tmp_path / c) for c in names}, None,
+                  frozenset(names))  # fmt: skip
+    oldest = {"podA": ("memory", "marker"), "podB": ("cpuacct", "dir"),
+              "podC": ("blkio", "marker"), "podD": ("devices", "dir"),
+              "podE": ("cpuset", "dir")}  # fmt: skip
+    for pod, (where, what) in oldest.items():
+        for c in names:
+            d = tmp_path / c / "kubepods" / pod
+            d.mkdir(parents=True)
+            (d / "cgroup.clone_children").write_text("0\n")
+            (d / "memory.usage_in_bytes").write_text("4096\n")
+            old = c == where
+            os.utime(d / "cgroup.clone_children", (0, 1_600_000_000 if old and what == "marker"
+                                                    else 1_700_000_050))  # fmt: skip
+            os.utime(d, (0, 1_600_000_001 if old and what == "dir" else 1_700_000_000))
+    return h, [f"kubepods/{p}" for p in oldest]
+
+
+def test_start_times_from_a_dated_read_equal_those_stat_for_alone(tmp_path):
+    # cAdvisor getSpecInternal: the lowest of dir and marker mtimes over the hierarchies it
+    # uses. A dated read takes the mounts it reads; the others (blkio, devices) are stat'd.
+    h, pods = _dated_tree(tmp_path)
+    want = [1_600_000_000, 1_600_000_001, 1_600_000_000, 1_600_000_001, 1_700_000_000]
+    assert stats.start_times(h, pods, 0.0) == want
+    with stats.TreeReader(h, allow_any_fs=True) as reader:
+        reader.read([*pods, "kubepods/gone"], dated=True)
+        assert reader.dates is not None
+        assert sorted(reader.dates.by_mount) == [
+            str(tmp_path / c) for c in ("cpu", "cpuacct", "memory", "pids")
+        ]
+        assert stats.start_times(h, pods, 0.0, reader.dates) == want
+        assert stats.start_times(h, ["kubepods/gone"], 0.0, reader.dates) == [None]
+        # a path the read did not take: every mount is stat'd for it
+        assert stats.start_times(h, ["kubepods/podA", "kubepods"], 0.0, reader.dates) == [
+            1_600_000_000, stats.start_times(h, ["kubepods"], 0.0)[0]]  # fmt: skip
+        reader.read(pods)
+        assert reader.dates is None
+
+
+def test_a_warm_sample_leaves_no_dates_and_a_cold_first_one_takes_them(tmp_path):
+    h, pods = _dated_tree(tmp_path)
+    with stats.TreeReader(h, allow_any_fs=True) as reader:
+        reader.sample(pods, dated=True)
+        assert reader.dates is not None and reader.dates.dirs == tuple(pods)
+        reader.sample(pods, dated=True)
+        assert reader.dates is None

@@ -93,6 +93,8 @@ class _Run:
         self.reader = stats.TreeReader(self.h, allow_any_fs=plain)
         self.prev: dict[str, stats.CgroupStats] = {}
         self.keep: Callable[[stats.Target], bool] = lambda _t: True
+        self.one_shot = False  # every read cold: no later sample would re-read a kept fd
+        self.dated = False  # the document's start times are wanted: take them with the reads
 
     def _check_lengths(self) -> None:
         """A cgroup the kernel cannot name (past NAME_MAX or PATH_MAX below the longest
@@ -104,12 +106,18 @@ class _Run:
             if problem:  # setup's sentence (plan.check_targets)
                 raise InputError(problem)
 
-    def sample(self) -> tuple[list[stats.Target], list[stats.CgroupStats]]:
+    def sample(self, shown: bool = True) -> tuple[list[stats.Target], list[stats.CgroupStats]]:
+        """The targets and their records; ``shown`` False for a read only a rate is taken
+        from (its start times are not wanted)."""
         # Pods come and go: list them again on every sample.
         targets = stats.node_targets(self.cfg, self.h, self.kubepods, self.reserved, self.daemons)
         # The table's --role / --depth: cgroups not shown are not read either.
         targets = [t for t in targets if self.keep(t)]
-        recs = self.reader.sample([t.path for t in targets])
+        paths = [t.path for t in targets]
+        if self.one_shot:
+            recs = self.reader.read(paths, dated=self.dated and shown)
+        else:
+            recs = self.reader.sample(paths, dated=self.dated and shown)
         warn(self.reader.pop_warnings())
         return targets, recs
 
@@ -123,7 +131,8 @@ class _Run:
                      if t.role == "pod" and r.found]  # fmt: skip
         wanted = [*sys_paths.values(), *(t.path for t, _ in pods_read)]
         boot = stats.boot_time()
-        started = dict(zip(wanted, stats.start_times(self.h, wanted, boot), strict=True))
+        times = stats.start_times(self.h, wanted, boot, self.reader.dates)
+        started = dict(zip(wanted, times, strict=True))
 
         def start(path: str) -> str:
             created = started[path]
@@ -323,11 +332,13 @@ def register(app: typer.Typer) -> None:
         view = _view(output, watch, sort_by, not no_headers, role, depth)
         run = _Run(inputs, cgroupfs, {k: v for k, v in daemons.items() if v})
         run.keep = stats_table.keeper(stats_table.parse_roles(role), depth)
+        run.one_shot = watch is None
+        run.dated = output is not OutputFormat.table
         name = node_name or os.uname().nodename  # gethostname(2) is uname's nodename
         try:
             if watch is None:
                 if interval > 0:
-                    _, recs = run.sample()
+                    _, recs = run.sample(shown=False)
                     run.prev = {r.path: r for r in recs if r.found}
                     time.sleep(interval)
                 _show(*run.frame(*run.sample(), view, name))

@@ -145,13 +145,21 @@ class Root(r.RootBase):
         self._flags = lib.CG_FORCE_WALK if force_walk else 0
 
     def _read(self, dirs, specs, threads: int, bufsize: int) -> r.Snapshot:
+        return self._read_into(dirs, specs, threads, bufsize, "", ffi.NULL)
+
+    def _read_dated(self, dirs, specs, marker: str, threads: int, bufsize: int):
+        out = ffi.new("int64_t[]", max(len(dirs), 1))
+        snap = self._read_into(dirs, specs, threads, bufsize, marker, out)
+        return snap, [None if t == NO_MTIME else t for t in ffi.unpack(out, len(dirs))]
+
+    def _read_into(self, dirs, specs, threads: int, bufsize: int, marker: str, mtimes):
         cspecs = _CSpecs(specs)
         dirbuf, offs, _keep = _pack_dirs(dirs)
         ncells = len(dirs) * r.cell_offsets(cspecs.specs)[1]
         vals, st = _buffers(ncells)
-        rc = lib.cg_read(
+        rc = lib.cg_read_dated(
             self._fileno(), dirbuf, offs, len(dirs), cspecs.array, len(cspecs.specs),
-            bufsize, threads, vals, st,
+            bufsize, threads, vals, st, os.fsencode(marker), mtimes,
         )  # fmt: skip
         _raise_errno(rc, "bulk read", dirs)
         return _snapshot(dirs, cspecs.specs, vals, st, ncells)

@@ -265,6 +265,10 @@ class Root(r.RootBase):
                 _store(values, status, d * per_dir + offs[f], cells)
         return r.Snapshot(dirs, specs, values, status)
 
+    def _read_dated(self, dirs, specs, marker: str, threads: int, bufsize: int):
+        snap = self._read(dirs, specs, threads, bufsize)
+        return snap, oldest_mtimes([self._fileno()], dirs, marker)
+
     def write(self, relpath: str, value: str | bytes | int) -> None:
         """Write ``value`` to ``relpath`` in one write(); raises WriteError."""
         shown, data = r.value_text(value)

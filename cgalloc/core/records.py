@@ -240,7 +240,8 @@ class Snapshot:
 
 class RootBase:
     """What both cores' ``Root`` share: the root fd's life cycle, argument checks of ``read``
-    and the sampler factory. A subclass sets ``sampler_class`` and implements ``_read``."""
+    and the sampler factory. A subclass sets ``sampler_class`` and implements ``_read`` and
+    ``_read_dated``."""
 
     sampler_class: type
 
@@ -262,9 +263,36 @@ class RootBase:
         check_bufsize(bufsize)
         return self._read(tuple(dirs), tuple(specs), threads, bufsize)
 
+    def read_dated(
+        self,
+        dirs: Sequence[str],
+        specs: Sequence[FileSpec],
+        marker: str,
+        threads: int = 0,
+        bufsize: int = DEFAULT_BUFSIZE,
+    ) -> tuple[Snapshot, list[int | None]]:
+        """:meth:`read`, and each dir's mtime as ``oldest_mtimes([root fd], dirs, marker)``
+        gives it, taken while the read has the dir open (a stat of an open fd resolves no
+        path). ValueError for a malformed marker or no specs, before any I/O."""
+        check_bufsize(bufsize)
+        check_mtime_args((), marker)
+        if not specs:
+            raise ValueError("a dated read needs at least one file spec")
+        return self._read_dated(tuple(dirs), tuple(specs), marker, threads, bufsize)
+
     def _read(
         self, dirs: tuple[str, ...], specs: tuple[FileSpec, ...], threads: int, bufsize: int
     ) -> Snapshot:
+        raise NotImplementedError
+
+    def _read_dated(
+        self,
+        dirs: tuple[str, ...],
+        specs: tuple[FileSpec, ...],
+        marker: str,
+        threads: int,
+        bufsize: int,
+    ) -> tuple[Snapshot, list[int | None]]:
         raise NotImplementedError
 
     def sampler(
