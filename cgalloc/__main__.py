@@ -1,6 +1,6 @@
 """Allow ``python -m cgalloc``."""
 
-from cgalloc.cli import run
+from cgalloc.entry import run
 
 if __name__ == "__main__":
     run()

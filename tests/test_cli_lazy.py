@@ -178,18 +178,39 @@ def test_command_paths_build_no_dataclass_of_the_cli():
     assert [r.__name__ for r in records if dataclasses.is_dataclass(r)] == []
 
 
+# Prints, as typer is first imported, whether the collector is on then (a meta path hook
+# that finds nothing itself, so the import goes on as before).
+_AT_TYPER = """
+import gc, sys
+class _Probe:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "typer":
+            print("at typer", gc.isenabled())
+        return None
+sys.meta_path.insert(0, _Probe)
+"""
+
+
 def test_the_program_runs_without_the_cycle_collector_and_main_leaves_it_alone():
-    # cli.run (console script and python -m cgalloc) turns the collector off; main() as a
-    # library call must not change the caller's setting
+    # cgalloc.entry.run (console script and python -m cgalloc) turns the collector off before
+    # the command line is imported; main() as a library call must not change the caller's
+    # setting
     probe = "import atexit, gc\natexit.register(lambda: print('collector', gc.isenabled()))\n"
-    program = probe + (
-        "import runpy, sys\nsys.argv = ['cgalloc', '--version']\n"
-        "runpy.run_module('cgalloc', run_name='__main__')\n"
+    program = (
+        probe
+        + _AT_TYPER
+        + (
+            "import runpy, sys\nsys.argv = ['cgalloc', '--version']\n"
+            "runpy.run_module('cgalloc', run_name='__main__')\n"
+        )
     )
-    library = probe + "from cgalloc.cli import main\nmain(['--version'])\n"
+    library = probe + _AT_TYPER + "from cgalloc.cli import main\nmain(['--version'])\n"
     for code, enabled in ((program, False), (library, True)):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
-        assert out.stdout.splitlines()[-1] == f"collector {enabled}"
+        lines = out.stdout.splitlines()
+        assert lines[0] == f"at typer {enabled}"
+        assert lines[-1] == f"collector {enabled}"
     script = metadata.entry_points(group="console_scripts", name="cgalloc")
-    assert [e.value for e in script] == ["cgalloc.cli:run"]
+    assert [e.value for e in script] == ["cgalloc.entry:run"]
