@@ -153,8 +153,9 @@ def _seed_v1_cpuset(mount: str, name: str) -> None:
 
 
 def _as_program(argv: list[str]) -> None:
-    """``main(argv)`` as the ``cgalloc`` program runs it (``cli.run``): without the cycle
-    collector, whose passes here would also walk this process's own objects."""
+    """``main(argv)`` as the ``cgalloc`` program runs it (``cgalloc.entry.run`` calls
+    ``cli.run``): without the cycle collector, whose passes here would also walk this
+    process's own objects."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -380,8 +380,9 @@ class TreeReader:
         """What :meth:`sample` reads, one snapshot per plan, before it becomes records."""
         self._calls += 1
         if self._calls == 1:
-            # A one-shot read (``--interval 0``) would pay for fds and kernel buffers it never
-            # re-reads: the first call reads cold, the sampler opens at the second.
+            # A read that may be the only one would pay for fds and kernel buffers it never
+            # re-reads: the first call reads cold, the sampler opens at the second (stats'
+            # one-shot reads call read() instead, cold every time).
             return self._cold(dirs, dated)
         self.dates = None
         if self._samplers is None:

@@ -585,14 +585,18 @@ static int64_t dir_mtime(int dirfd, const char *path, const char *marker)
 }
 
 /* Dir d's mtime for a dated read, taken through the dir's fd just opened for its files (a
- * stat of an open fd resolves nothing). A dir the read could not open (a symlink on its
- * path, no fd to spare) is resolved from the root as cg_oldest_mtimes resolves it. */
+ * stat of an open fd resolves nothing). A dir the read found missing is missing for
+ * cg_oldest_mtimes too (ENOENT: the walk refuses a symlink, ELOOP, before any component
+ * beyond it); one it could not open otherwise (a symlink on its path, no fd to spare) is
+ * resolved from the root as cg_oldest_mtimes resolves it. */
 static void date_dir(const struct job *j, long d, int dirfd)
 {
-    const char *dir = j->dirs[d];
-
-    j->mtimes[d] = dirfd >= 0 ? dir_mtime(dirfd, "", j->marker)
-                              : dir_mtime(j->rootfd, dir, j->marker);
+    if (dirfd >= 0)
+        j->mtimes[d] = dir_mtime(dirfd, "", j->marker);
+    else if (dirfd == -ENOENT)
+        j->mtimes[d] = INT64_MIN;
+    else
+        j->mtimes[d] = dir_mtime(j->rootfd, j->dirs[d], j->marker);
 }
 
 static void *read_worker(void *arg)
@@ -769,6 +773,8 @@ static int run_jobs(const struct job *proto, long total, int nthreads, void *(*f
     struct job jobs[CG_MAX_THREADS];
     int n = pick_threads(nthreads, total), rc = 0;
 
+    if (n > total / proto->row) /* no thread without a whole row */
+        n = total / proto->row > 0 ? (int)(total / proto->row) : 1;
     for (int t = 0; t < n; t++) {
         jobs[t] = *proto;
         jobs[t].lo = cut(total, t, n, proto->row);

@@ -309,7 +309,10 @@ static void test_parents_without_fds(int root)
     const size_t offs[] = {0, 6, 12, 20};
     const char files[] = "h1/pa/marker\0h2/pb/nofile";
     const size_t foffs[] = {0, 13, 26};
-    int64_t t[3];
+    int64_t t[3], dated[3];
+    uint64_t v[3];
+    uint8_t st[3];
+    const cg_spec one[] = {{"marker", CG_SINGLE, 1, NULL, NULL}};
     long lens[2];
     char out[2 * 16];
     int fill[1024], nfill = 0;
@@ -329,6 +332,8 @@ static void test_parents_without_fds(int root)
     CHECK(errno == EMFILE);
     /* no fd free: the stats need none; a file read cannot be had */
     CHECK(cg_oldest_mtimes(&root, 1, "marker", dirbuf, offs, 3, 1, t) == 0);
+    /* a dated read whose dirs will not open: each dated from the root, as above */
+    CHECK(cg_read_dated(root, dirbuf, offs, 3, one, 1, 64, 1, v, st, "marker", dated) == 0);
     CHECK(cg_read_files(root, files, foffs, 2, 1, out, 16, lens, 0) == 0);
     CHECK(lens[0] == -EMFILE && lens[1] == -EMFILE);
     /* one fd free: the parent must not keep the one the file needs */
@@ -338,6 +343,7 @@ static void test_parents_without_fds(int root)
         close(fill[--nfill]);
     CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
     CHECK(t[0] == 300000000000LL && t[1] == 250000000000LL && t[2] == INT64_MIN);
+    CHECK(!memcmp(dated, t, sizeof t));
     CHECK(lens[0] == 2 && !memcmp(out, "0\n", 2) && lens[1] == -ENOENT);
 }
 

@@ -525,3 +525,37 @@ def test_a_cgroup_past_path_max_is_bad_input(capsys, v2_tree, flag, label):
     assert (code, out) == (2, ""), err
     assert err.startswith(f"cgalloc: {label}: the cgroup /a/a/a")
     assert "a path is at most 4095 (PATH_MAX)." in err and len(err.splitlines()) == 1
+
+
+def test_a_one_shot_reads_cold_and_dates_only_the_read_it_shows(capsys, v2_tree, monkeypatch):
+    # A one-shot (no --watch) never re-reads a kept fd: both reads of --interval N are cold.
+    # Only the read whose document is printed takes the start times' dates; the table needs none.
+    from cgalloc import stats
+
+    reads: list[bool] = []
+    dates: list[object] = []
+    read, start_times = stats.TreeReader.read, stats.start_times
+
+    def spy_read(self, dirs, dated=False):
+        reads.append(dated)
+        return read(self, dirs, dated)
+
+    def spy_start_times(h, paths, boot, got=None):
+        dates.append(got)
+        return start_times(h, paths, boot, got)
+
+    monkeypatch.setattr(stats.TreeReader, "read", spy_read)
+    monkeypatch.setattr(stats.TreeReader, "sample", lambda *a, **k: pytest.fail("sampler"))
+    monkeypatch.setattr(stats, "start_times", spy_start_times)
+    for output, interval, want in (("json", "0", [True]), ("yaml", "0.01", [False, True]),
+                                   ("table", "0.01", [False, False])):  # fmt: skip
+        reads.clear()
+        dates.clear()
+        code, _, err = run(capsys, "--cgroupfs", v2_tree, "-o", output, "--interval", interval)
+        assert code == 0, err
+        assert reads == want
+        if output == "table":
+            assert dates == []
+        else:
+            assert len(dates) == 1 and dates[0] is not None
+            assert dates[0].by_mount.keys() == {v2_tree}

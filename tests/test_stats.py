@@ -464,6 +464,36 @@ def test_start_times_from_a_dated_read_equal_those_stat_for_alone(tmp_path):
         assert reader.dates is None
 
 
+def test_a_dated_read_leaves_only_the_mounts_it_did_not_read_to_stat(tmp_path, monkeypatch):
+    h, pods = _dated_tree(tmp_path)
+    asked: list[list[str]] = []
+    stat_oldest = stats._stat_oldest
+
+    def spy(mounts, rels, marker):
+        asked.append(list(mounts))
+        return stat_oldest(mounts, rels, marker)
+
+    monkeypatch.setattr(stats, "_stat_oldest", spy)
+    with stats.TreeReader(h, allow_any_fs=True) as reader:
+        reader.read(pods, dated=True)
+        stats.start_times(h, pods, 0.0, reader.dates)
+    assert asked == [[str(tmp_path / "blkio"), str(tmp_path / "devices")]]
+
+
+def test_a_dated_read_of_a_v2_tree_leaves_nothing_to_stat(tmp_path, monkeypatch):
+    # cAdvisor's cgroup2UnifiedMode: the one hierarchy, with cgroup.events as the marker
+    make_v2(str(tmp_path), "", usage=0)
+    make_v2(str(tmp_path), "kubepods/podA", usage=4096)
+    (tmp_path / "kubepods/podA/cgroup.events").write_text("populated 0\n")
+    os.utime(tmp_path / "kubepods/podA/cgroup.events", (0, 1_600_000_000))
+    os.utime(tmp_path / "kubepods/podA", (0, 1_700_000_000))
+    h = stats.plain_tree_hierarchy(str(tmp_path))
+    monkeypatch.setattr(stats, "_stat_oldest", lambda *a: pytest.fail("stat pass on v2"))
+    with stats.TreeReader(h, allow_any_fs=True) as reader:
+        reader.read(["kubepods/podA"], dated=True)
+        assert stats.start_times(h, ["kubepods/podA"], 0.0, reader.dates) == [1_600_000_000]
+
+
 def test_a_warm_sample_leaves_no_dates_and_a_cold_first_one_takes_them(tmp_path):
     h, pods = _dated_tree(tmp_path)
     with stats.TreeReader(h, allow_any_fs=True) as reader:

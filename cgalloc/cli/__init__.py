@@ -245,10 +245,11 @@ def _root(
 
 
 def run(argv: list[str] | None = None) -> None:
-    """The ``cgalloc`` program (console script, ``python -m cgalloc``): :func:`main` without
-    the cyclic garbage collector. A one-shot command's objects die with its process, so its
-    scans would be wasted work. ``stats --watch``, the one command that lives on, turns it back
-    on. :func:`main` itself leaves the caller's setting alone."""
+    """The ``cgalloc`` program, as :func:`cgalloc.entry.run` (console script, ``python -m
+    cgalloc``) calls it once it has imported this module with the collector already off:
+    :func:`main` without the cyclic garbage collector. A one-shot command's objects die with
+    its process, so its scans would be wasted work. ``stats --watch``, the one command that
+    lives on, turns it back on. :func:`main` itself leaves the caller's setting alone."""
     gc.disable()
     _own_stdout()
     main(argv)

@@ -12,6 +12,9 @@ Interface::
     root = open_root(path, allow_any_fs=False)   # HostError unless statfs says cgroup/cgroup2;
                                                  # on v1/hybrid open each controller mount
     snap = root.read(dirs, specs, threads=0, bufsize=65536)
+    snap, mtimes = root.read_dated(dirs, specs, marker, threads=0, bufsize=65536)
+        # read, and each dir's mtime as oldest_mtimes([root's fd], dirs, marker) gives it,
+        # taken through the dir fd the read opens anyway
     sampler = root.sampler(dirs, specs, threads=0, bufsize=65536, detect_unlinked=None)
     sampler.set_policy(dirfds, kept=None)
     snap = sampler.sample(); sampler.update(new_dirs); sampler.close()

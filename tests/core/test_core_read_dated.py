@@ -52,17 +52,20 @@ def test_each_dir_dated_as_oldest_mtimes_dates_it_and_read_as_read_reads_it(impl
     assert list(snap.values) == list(plain.values) and bytes(snap.status) == bytes(plain.status)
 
 
-def test_many_dirs_over_threads_each_get_their_own_time(impl, tmp_path):
-    """Dirs split over threads whole: each dir's time is its own, whichever thread took it."""
-    dirs = [f"p{i:03d}" for i in range(300)]
+@pytest.mark.parametrize("threads", [2, 3])
+def test_many_dirs_over_threads_each_get_their_own_time(impl, tmp_path, threads):
+    """Over threads (two files a dir, so a cut could fall inside a dir): each dir's time and
+    values are its own, whichever thread took it."""
+    dirs = [f"p{i:03d}" for i in range(301)]
     for i, d in enumerate(dirs):
         (tmp_path / d).mkdir()
         (tmp_path / d / "memory.max").write_text(f"{i}\n")
+        (tmp_path / d / "cpu.max").write_text(f"{i} 100000\n")
         _at(tmp_path / d, 1_000_000_000 * (i + 1) + i)
     root = impl.open_root(str(tmp_path), allow_any_fs=True)
-    snap, mtimes = root.read_dated(dirs, SPECS[:1], MARKER, threads=2)
-    assert mtimes == [1_000_000_000 * (i + 1) + i for i in range(300)]
-    assert list(snap.values) == list(range(300))
+    snap, mtimes = root.read_dated(dirs, SPECS, MARKER, threads=threads)
+    assert mtimes == [1_000_000_000 * (i + 1) + i for i in range(301)]
+    assert list(snap.values) == [v for i in range(301) for v in (i, i, 100000)]
 
 
 def test_no_marker_dates_the_dir_alone(impl, tree):
