@@ -114,10 +114,8 @@ class _Run:
         # The table's --role / --depth: cgroups not shown are not read either.
         targets = [t for t in targets if self.keep(t)]
         paths = [t.path for t in targets]
-        if self.one_shot:
-            recs = self.reader.read(paths, dated=self.dated and shown)
-        else:
-            recs = self.reader.sample(paths, dated=self.dated and shown)
+        read = self.reader.read if self.one_shot else self.reader.sample
+        recs = read(paths, dated=self.dated and shown)
         warn(self.reader.pop_warnings())
         return targets, recs
 
