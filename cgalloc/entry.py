@@ -4,16 +4,56 @@ The cyclic garbage collector goes off before the command line is imported, not a
 importing typer and a command runs some 30 collections (5-7 ms of CPU here) that free nothing
 a one-shot process would keep. :func:`cgalloc.cli.run` keeps it off; ``stats --watch``, the
 one command that lives on, turns it back on.
+
+The program also leaves without the interpreter's teardown once the command has ended and its
+output is flushed: that teardown frees every object and module one by one and runs a full
+collection (about 10 ms of CPU per run here, a twentieth of a 1000-pod ``stats -o json``), for
+memory and descriptors the kernel takes back at exit anyway. Nothing cgalloc writes waits for
+it: every file is written through ``with`` or raw descriptors, and setup joins its lanes before
+it returns.
 """
 
 from __future__ import annotations
 
 import gc
+import os
+import sys
+import threading
+from typing import NoReturn
+
+# What the interpreter exits with when flushing stdout at exit fails.
+_FLUSH_FAILED = 120
 
 
-def run() -> None:
-    """Run the ``cgalloc`` command line (``sys.argv``)."""
+def run() -> NoReturn:
+    """Run the ``cgalloc`` command line (``sys.argv``) and exit with its status."""
     gc.disable()
     from cgalloc.cli import run as cli_run  # imported with the collector off (see above)
 
-    cli_run()
+    try:
+        cli_run()
+    except SystemExit as exc:
+        leave(exc.code)
+    leave(0)
+
+
+def leave(code: object) -> NoReturn:
+    """Exit as ``sys.exit(code)`` would, without the interpreter's teardown.
+
+    A thread still running gets the usual exit, which waits for it."""
+    if threading.active_count() > 1:
+        raise SystemExit(code)
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # as the interpreter treats sys.exit("message")
+        print(code, file=sys.stderr)
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:  # any flush failure: the interpreter exits 120 for it too
+            status = status or _FLUSH_FAILED
+    os._exit(status & 0xFF)

@@ -196,7 +196,15 @@ def test_the_program_runs_without_the_cycle_collector_and_main_leaves_it_alone()
     # cgalloc.entry.run (console script and python -m cgalloc) turns the collector off before
     # the command line is imported; main() as a library call must not change the caller's
     # setting
-    probe = "import atexit, gc\natexit.register(lambda: print('collector', gc.isenabled()))\n"
+    # the program leaves through os._exit (no atexit), a library call returns: each reports
+    # the collector as it ends
+    probe = (
+        "import atexit, gc, os\n_exit = os._exit\n"
+        "def _leaving(status):\n    print('collector', gc.isenabled(), flush=True)\n"
+        "    _exit(status)\n"
+        "os._exit = _leaving\n"
+        "atexit.register(lambda: print('collector', gc.isenabled()))\n"
+    )
     program = (
         probe
         + _AT_TYPER
