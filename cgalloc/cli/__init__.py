@@ -1,28 +1,20 @@
 """The ``cgalloc`` command line: parses, calls one operation, renders. No logic of its own.
 
-Each sub-command lives in its own module and registers itself with ``register(app)``. Modules are
-imported only when their command runs (a lazy command group): ``cgalloc show`` pays for what
-``show`` uses, and ``cgalloc --help`` for typer alone.
+The commands are a typer app (``cgalloc/cli/group.py``), imported only when :func:`main` needs
+it: a ``stats`` command line in the forms ``cgalloc/cli/fast.py`` reads runs without typer,
+whose import is about 30 ms of a 1000-pod ``stats -o json``; any other goes to typer. This
+module holds what both share: the program's stdout, its SIGINT handling, and the error lines
+and exit statuses of :func:`main`.
 """
 
 from __future__ import annotations
 
-import enum
 import errno
-import functools
 import gc
-import importlib
 import io
-import re
 import signal
 import sys
 import threading
-import typing
-from collections.abc import Callable
-
-import typer
-import typer.main
-from typer.core import TyperGroup
 
 from cgalloc.errors import CgallocError, Interrupted
 
@@ -44,204 +36,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
 # What the completion scripts set when a shell asks cgalloc for completions (typer's
 # _{PROG}_COMPLETE, for both --install-completion and `cgalloc completion`).
 COMPLETE_VAR = "_CGALLOC_COMPLETE"
-
-
-class _Commands(dict):
-    """The group's commands, each built from its module on first use."""
-
-    def __missing__(self, name: str) -> typer.core.TyperCommand:
-        if name not in COMMANDS:
-            raise KeyError(name)
-        module = importlib.import_module(f"cgalloc.cli.{COMMANDS[name][0]}")
-        sub = typer.Typer()
-        module.register(sub)
-        (info,) = sub.registered_commands
-        cmd = typer.main.get_command_from_info(
-            info, pretty_exceptions_short=True, rich_markup_mode=None
-        )
-        _plain_coercion(cmd)
-        self[name] = cmd
-        return cmd
-
-
-@functools.cache
-def _number_text(kind: type) -> re.Pattern[str]:
-    """The text an int or float option takes: ASCII decimal only, where Python's int() and
-    float() also take "1_0", " 5 " and other scripts' digits."""
-    if kind is int:
-        return re.compile(r"[+-]?[0-9]+")
-    # plain decimal, narrower than Go's ParseFloat (no hex, no "_"); inf and nan pass, for the
-    # option's own range check to name them in one sentence
-    return re.compile(
-        r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|nan)", re.I
-    )
-
-
-def _number(kind: type, what: str) -> Callable[[object], object]:
-    def convert(value: object) -> object:
-        try:
-            if isinstance(value, str) and not _number_text(kind).fullmatch(value):
-                raise ValueError(value)
-            return kind(value)
-        except (TypeError, ValueError):
-            raise typer.BadParameter(
-                f"Input should be a valid {what}, unable to parse string as an {what}"
-                if kind is int
-                else f"Input should be a valid {what}, unable to parse string as a {what}"
-            ) from None
-
-    return convert
-
-
-def _choice(kind: type[enum.Enum]) -> Callable[[object], object]:
-    def convert(value: object) -> object:
-        if isinstance(value, kind):
-            return value
-        try:
-            return kind(value)
-        except ValueError:
-            allowed = ", ".join(repr(m.value) for m in kind)
-            raise typer.BadParameter(f"{value!r} is not one of {allowed}.") from None
-
-    return convert
-
-
-def _converter(annotation: object) -> Callable[[object], object] | None:
-    """A plain converter, with typer's messages, for the annotations cgalloc's options use;
-    None for any other annotation."""
-    if annotation in (str, bool):
-        return annotation
-    if annotation is int:
-        return _number(int, "integer")
-    if annotation is float:
-        return _number(float, "number")
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        return _choice(annotation)
-    if typing.get_origin(annotation) is list and typing.get_args(annotation) == (str,):
-        return lambda v: [str(x) for x in v]
-    return None
-
-
-@functools.cache
-def _plain_param_class() -> type | None:
-    """typer's RuntimeParam with a plain converter; None for a typer without that layer.
-
-    A plain subclass, not a dataclass: building a dataclass compiles its methods, about 1.5 ms
-    per class in every process.
-    """
-    try:
-        from typer._coercion import RuntimeParam
-    except ImportError:
-        return None
-
-    class Plain(RuntimeParam):
-        def __init__(self, parameter_info, annotation, convert: Callable[[object], object]):
-            super().__init__(parameter_info, annotation)
-            object.__setattr__(self, "convert", convert)  # RuntimeParam is frozen
-
-        def _coerce_value(self, value, param, ctx):
-            return self.convert(value)
-
-    return Plain
-
-
-def _plain_coercion(cmd) -> None:
-    """Give each simple option of ``cmd`` (and its help option) a plain converter.
-
-    typer coerces every parameter value through a pydantic TypeAdapter it builds on first use,
-    which imports pydantic: about 0.15 s per process, more than ``show`` computes. Parameters
-    with any other annotation, or a typer without this layer, keep typer's own coercion.
-    """
-    plain_param = _plain_param_class()
-    if plain_param is None:
-        return
-
-    def plain(param) -> None:
-        desc = getattr(param, "type_descriptor", None)
-        if desc is None or getattr(param, "_runtime_param", False) is not None:
-            return
-        convert = None if desc.file_annotation is not None else _converter(desc.annotation)
-        if convert is not None:
-            param._runtime_param = plain_param(desc.parameter_info, desc.annotation, convert)
-
-    for param in cmd.params:
-        plain(param)
-    help_option = cmd.get_help_option  # built on first use, per command
-
-    def get_help_option(ctx):
-        option = help_option(ctx)
-        if option is not None:
-            plain(option)
-        return option
-
-    cmd.get_help_option = get_help_option
-
-
-class LazyGroup(TyperGroup):
-    """A typer group whose sub-commands are imported when they are invoked or asked for."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.commands = _Commands(self.commands)
-        self._coerced = False
-
-    def make_context(self, *args, **kwargs):
-        # typer adds the completion options after __init__: convert them too, once
-        if not self._coerced:
-            self._coerced = True
-            _plain_coercion(self)
-        return super().make_context(*args, **kwargs)
-
-    def list_commands(self, ctx) -> list[str]:
-        return list(COMMANDS)
-
-    def get_command(self, ctx, cmd_name: str):
-        try:
-            return self.commands[cmd_name]
-        except KeyError:
-            return None
-
-    def format_commands(self, ctx, formatter) -> None:
-        # The listing uses the short help kept here, so --help imports no command module.
-        with formatter.section("Commands"):
-            formatter.write_dl([(name, short) for name, (_, short) in COMMANDS.items()])
-
-
-app = typer.Typer(
-    name="cgalloc",
-    cls=LazyGroup,
-    help=(
-        "Kubernetes Node Allocatable on this node: compute it exactly as the kubelet does, "
-        "create and enforce the kubepods / QoS / reserved cgroup tree, and read its usage."
-    ),
-    no_args_is_help=True,
-    add_completion=True,  # typer imports its completion code anyway: the options cost nothing
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,  # plain help: rich truncates the long kubelet flag names at 80 columns
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        from cgalloc.cli.version import version_lines
-
-        typer.echo("\n".join(version_lines()))
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(
-        False,
-        "--version",
-        callback=_print_version,
-        is_eager=True,
-        help="Print the version, which I/O core is loaded (C or pure Python), the kubelet "
-        "version matched and the library versions, then exit.",
-    ),
-) -> None:
-    """Keep ``cgalloc <command>`` a command group even while only one command is registered."""
 
 
 def run(argv: list[str] | None = None) -> None:
@@ -308,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     previous = _sigint_as_error()
     try:
         try:
-            app(args=argv, prog_name="cgalloc", standalone_mode=True)
+            _invoke(argv)
         except StdoutError as exc:
             raise _output_lost(exc) from None
         except SystemExit as exc:
@@ -327,6 +121,29 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+def _invoke(argv: list[str] | None) -> None:
+    """The command line, as click's standalone mode runs it: it ends in SystemExit."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["stats"]:  # the one command fast.py reads: no other line imports it
+        from cgalloc.cli import fast
+
+        call = fast.stats_command(args[1:])
+        if call is not None:
+            fast.invoke(call)
+    from cgalloc.cli.group import app
+
+    app(args=argv, prog_name="cgalloc", standalone_mode=True)
+
+
+def __getattr__(name: str) -> object:
+    # the typer app, for the callers that take it from here (install-unit, the tests)
+    if name == "app":
+        from cgalloc.cli.group import app
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _output_lost(exc: StdoutError) -> OutputLost:

@@ -1,23 +1,16 @@
 """The node-input options every command shares, and the decorator that adds them.
 
-``@node_inputs`` appends the kubelet flags, ``--config``, ``--config-dir``, ``--node-config`` and
-``--capacity`` to a typer command's signature and hands the command one ``inputs: NodeInputs``;
-``inputs.load()`` returns ``(NodeConfig, capacity)`` or raises InputError with every problem.
-Register such a command with ``cls=NodeInputsCommand`` so the kubelet's boolean flags parse as
-the kubelet (pflag) parses them: bare ``--flag`` is true, ``--flag=false`` sets a value, and a
-separate ``--flag false`` is refused.
+The options are data here (no typer): ``cgalloc/cli/signature.py``'s ``@node_inputs`` adds them
+to a typer command, and ``cgalloc/cli/fast.py`` reads them itself. Either hands the command one
+``inputs: NodeInputs``; ``inputs.load()`` returns ``(NodeConfig, capacity)`` or raises
+InputError with every problem. The kubelet's boolean flags parse as the kubelet (pflag) parses
+them: bare ``--flag`` is true, ``--flag=false`` sets a value, and a separate ``--flag false`` is
+refused.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-import typing
-from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
-
-import typer
-from typer.core import TyperCommand
 
 from cgalloc import versions
 from cgalloc.capacity import read_capacity
@@ -346,56 +339,6 @@ def pflag_bools(args: list[str]) -> list[str]:
     return out
 
 
-class NodeInputsCommand(TyperCommand):
-    """A command with the node inputs: its kubelet boolean flags parse as pflag parses them."""
-
-    def parse_args(self, ctx, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, pflag_bools(list(args)))
-
-
-def add_options(
-    command: Callable[..., object],
-    name: str,
-    params: Sequence[inspect.Parameter],
-    build: Callable[[dict[str, Any]], object],
-) -> Callable[..., object]:
-    """Replace ``command``'s parameter ``name`` by the keyword options ``params``; the command
-    gets ``build({param name: value})`` as ``name``. Decorators built on this stack."""
-    signature = inspect.signature(command)
-    hints = typing.get_type_hints(command)
-    kept = [
-        p.replace(annotation=hints.get(p.name, p.annotation))
-        for p in signature.parameters.values()
-        if p.name != name
-    ]
-    names = [p.name for p in params]
-    every = kept + list(params)
-
-    @functools.wraps(command)
-    def wrapper(*args: object, **kwargs: object) -> object:
-        values = {n: kwargs.pop(n, None) for n in names}
-        return command(*args, **{name: build(values)}, **kwargs)
-
-    wrapper.__signature__ = signature.replace(parameters=every)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in every}
-    return wrapper
-
-
-def _parameter(opt: _Opt) -> inspect.Parameter:
-    annotation = list[str] | None if opt.multiple else str | None
-    option = typer.Option(
-        None,
-        *opt.decls,
-        help=opt.help,
-        metavar=opt.metavar,
-        rich_help_panel=_PANEL,
-        show_default=False,
-    )
-    return inspect.Parameter(
-        opt.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation
-    )
-
-
 def node_inputs_from(values: dict[str, Any]) -> NodeInputs:
     """The ``NodeInputs`` of a command's parsed option values (by parameter name)."""
     flags: dict[str, list[str]] = {}
@@ -407,11 +350,6 @@ def node_inputs_from(values: dict[str, Any]) -> NodeInputs:
         elif value is not None:
             flags[opt.flag] = list(value) if opt.multiple else [value]
     return NodeInputs(flags=flags, **files)
-
-
-def node_inputs(command: Callable[..., object]) -> Callable[..., object]:
-    """Give a typer command the shared node-input options as one ``inputs: NodeInputs``."""
-    return add_options(command, "inputs", [_parameter(opt) for opt in _OPTIONS], node_inputs_from)
 
 
 SYSTEM_RESERVED_RISK = (

@@ -5,8 +5,9 @@ from __future__ import annotations
 import typer
 
 from cgalloc import tree
-from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, enforcement_warnings, node_inputs
+from cgalloc.cli.inputs import NodeInputs, enforcement_warnings
 from cgalloc.cli.render import OutputFormat, dumps, emit, output_option, printable, warn
+from cgalloc.cli.signature import NodeInputsCommand, node_inputs
 from cgalloc.config import (
     BY_CONFIG,
     DEFAULT_CFS_PERIOD_US,

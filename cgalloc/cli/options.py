@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-import typer
+from cgalloc.cli.optspec import Opt
+
+if TYPE_CHECKING:
+    import typer
 
 TREE_PANEL = "Tree options"
 
@@ -24,19 +28,28 @@ def _mount_path(value: str) -> str:
     return os.path.realpath(value)
 
 
+CGROUPFS = Opt(
+    "cgroupfs",
+    ("--cgroupfs",),
+    str,
+    "/sys/fs/cgroup",
+    "Where the cgroup hierarchy is mounted (a v2 mount or the v1 controllers' parent;"
+    " a symlink to it is followed).",
+    metavar="PATH",
+    callback=_mount_path,
+    panel=TREE_PANEL,
+)
+
+
 def cgroupfs_option() -> typer.models.OptionInfo:
-    return typer.Option(
-        "/sys/fs/cgroup",
-        "--cgroupfs",
-        metavar="PATH",
-        help="Where the cgroup hierarchy is mounted (a v2 mount or the v1 controllers' parent;"
-        " a symlink to it is followed).",
-        rich_help_panel=TREE_PANEL,
-        callback=_mount_path,
-    )
+    from cgalloc.cli.signature import typer_option
+
+    return typer_option(CGROUPFS)
 
 
 def state_dir_option() -> typer.models.OptionInfo:
+    import typer
+
     # imported here: stats, which takes other options from this module, has no state directory
     from cgalloc.ownership import DEFAULT_STATE_DIR
 
@@ -51,6 +64,8 @@ def state_dir_option() -> typer.models.OptionInfo:
 
 
 def quiet_option() -> typer.models.OptionInfo:
+    import typer
+
     return typer.Option(
         False,
         "--quiet",
@@ -61,6 +76,8 @@ def quiet_option() -> typer.models.OptionInfo:
 
 
 def dry_run_option() -> typer.models.OptionInfo:
+    import typer
+
     return typer.Option(
         False,
         "--dry-run",
@@ -69,6 +86,8 @@ def dry_run_option() -> typer.models.OptionInfo:
 
 
 def pods_option() -> typer.models.OptionInfo:
+    import typer
+
     return typer.Option(
         [],
         "--pods",

@@ -6,8 +6,12 @@ import enum
 import json
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-import typer
+from cgalloc.cli.optspec import Opt
+
+if TYPE_CHECKING:
+    import typer
 
 
 class OutputFormat(str, enum.Enum):
@@ -24,9 +28,15 @@ OUTPUT_HELP = (
 )
 
 
+# The shared ``--output/-o`` option (default: table).
+OUTPUT = Opt("output", ("--output", "-o"), OutputFormat, OutputFormat.table, OUTPUT_HELP)
+
+
 def output_option() -> typer.models.OptionInfo:
-    """The shared ``--output/-o`` option (default: table)."""
-    return typer.Option(OutputFormat.table, "--output", "-o", help=OUTPUT_HELP)
+    """:data:`OUTPUT` as typer's option."""
+    from cgalloc.cli.signature import typer_option
+
+    return typer_option(OUTPUT)
 
 
 def aligned(rows: Sequence[Sequence[str]], padding: int = 2) -> list[str]:
@@ -95,10 +105,22 @@ def emit(data: object, fmt: OutputFormat, table: Callable[[], str]) -> None:
         sys.stdout.write(dumps(data, fmt) + "\n")
         sys.stdout.flush()
         return
-    typer.echo(printable(table()) if fmt is OutputFormat.table else dumps(data, fmt))
+    echo(printable(table()) if fmt is OutputFormat.table else dumps(data, fmt))
+
+
+def echo(text: str, err: bool = False) -> None:
+    """``text`` and a newline on stdout (stderr with ``err``), flushed, as ``click.echo``
+    writes them: each ``stats --watch`` sample reaches a pipe when it is taken. Without
+    click's scan for ANSI codes to strip off a terminal: what cgalloc prints has none
+    (:func:`printable` escapes ESC; JSON and YAML escape every control character)."""
+    stream = sys.stderr if err else sys.stdout
+    if stream is None:  # as click.echo: no stream, nothing written
+        return
+    stream.write(text + "\n")
+    stream.flush()
 
 
 def warn(messages: Sequence[str]) -> None:
     """Warnings go to stderr so stdout stays machine-readable."""
     for message in messages:
-        typer.echo(f"cgalloc: warning: {printable(message)}", err=True)
+        echo(f"cgalloc: warning: {printable(message)}", err=True)

@@ -33,14 +33,7 @@ from cgalloc.apply import (
 from cgalloc.apply import switches as current_switches
 from cgalloc.capacity import node_cpus
 from cgalloc.cgroupfs import Hierarchy, detect
-from cgalloc.cli.inputs import (
-    NodeInputs,
-    NodeInputsCommand,
-    add_options,
-    enforcement_warnings,
-    node_capacity,
-    node_inputs,
-)
+from cgalloc.cli.inputs import NodeInputs, enforcement_warnings, node_capacity
 from cgalloc.cli.options import (
     TREE_PANEL,
     cgroupfs_option,
@@ -50,6 +43,7 @@ from cgalloc.cli.options import (
     state_dir_option,
 )
 from cgalloc.cli.render import OutputFormat, emit, output_option, printable, warn
+from cgalloc.cli.signature import NodeInputsCommand, add_options, node_inputs
 from cgalloc.config import NodeConfig
 from cgalloc.errors import CgallocError, HostError, InputError
 from cgalloc.limits import WEIGHT_FORMULAS

@@ -18,9 +18,10 @@ from cgalloc.allocatable import (
     pods_capacity,
 )
 from cgalloc.capacity import node_cpus
-from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, enforcement_warnings, node_inputs
+from cgalloc.cli.inputs import NodeInputs, enforcement_warnings
 from cgalloc.cli.options import pods_option
 from cgalloc.cli.render import OutputFormat, aligned, emit, output_option, warn
+from cgalloc.cli.signature import NodeInputsCommand, node_inputs
 from cgalloc.config import NodeConfig
 from cgalloc.limits import format_cpuset
 from cgalloc.resources import format_list

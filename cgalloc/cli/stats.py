@@ -8,16 +8,15 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
-
-import typer
+from typing import TYPE_CHECKING, NamedTuple
 
 from cgalloc import netstats, stats
 from cgalloc.cgroupfs import Hierarchy, controller_dirs
 from cgalloc.cli import stats_table
-from cgalloc.cli.inputs import NodeInputs, NodeInputsCommand, node_inputs
-from cgalloc.cli.options import cgroupfs_option
-from cgalloc.cli.render import OutputFormat, dumps, output_option, printable, warn
+from cgalloc.cli.inputs import NodeInputs
+from cgalloc.cli.options import CGROUPFS
+from cgalloc.cli.optspec import Opt
+from cgalloc.cli.render import OUTPUT, OutputFormat, dumps, echo, printable, warn
 from cgalloc.errors import InputError
 from cgalloc.kernel_ranges import name_refusal
 from cgalloc.resources import MEMORY
@@ -25,6 +24,9 @@ from cgalloc.tree import CGROUP_FIELDS
 from cgalloc.tree import clean_cgroupfs_path as _daemon_path
 from cgalloc.tree import kubepods_path as _kubepods_path
 from cgalloc.tree import reserved_path as _reserved_path
+
+if TYPE_CHECKING:
+    import typer
 
 STATS_HELP = (
     "Read the usage of this node's cgroup tree (root, kubepods, QoS tiers, pods, kube-reserved"
@@ -205,7 +207,7 @@ _SEPARATORS = {OutputFormat.table: "", OutputFormat.json: None, OutputFormat.yam
 
 
 def _show(text: str, warnings: list[str]) -> None:
-    typer.echo(text)  # click.echo flushes: each watch sample reaches a pipe when it is taken
+    echo(text)
     warn(warnings)
 
 
@@ -249,116 +251,123 @@ def _positive(value: float | None, label: str) -> None:
         )
 
 
+# stats' own options, after --cgroupfs and --output; the node inputs follow them
+OPTIONS: tuple[Opt, ...] = (
+    CGROUPFS,
+    OUTPUT,
+    Opt("watch", ("--watch",), float | None, None,
+        "Refresh every SECONDS, keeping the files open between samples.", "SECONDS"),
+    Opt("count", ("--count",), int, 0,
+        "With --watch: stop after N refreshes (0 = never).", "N"),
+    Opt("interval", ("--interval",), float | None, None,
+        "Without --watch: seconds between the two samples the CPU rate (usageNanoCores) is"
+        " taken from; 0 reads once and leaves the rate out."
+        f"  [default: {DEFAULT_INTERVAL:g}]", "SECONDS"),
+    Opt("kubelet_cgroups", ("--kubelet-cgroups",), str, "",
+        "The kubelet's cgroup; default: kubeletCgroups from --config, else the kube-reserved"
+        " cgroup.", "CGROUP"),
+    Opt("runtime_cgroups", ("--runtime-cgroups",), str, "",
+        "The container runtime's cgroup; default: runtimeCgroups from --config.", "CGROUP"),
+    Opt("system_cgroups", ("--system-cgroups",), str, "",
+        "The OS daemons' cgroup; default: systemCgroups from --config, else the"
+        " system-reserved cgroup.", "CGROUP"),
+    Opt("node_name", ("--node-name",), str, "", "nodeName in the JSON (default: hostname).",
+        "NAME"),
+    Opt("role", ("--role",), str, "",
+        "Table: show only cgroups of these roles (" + ", ".join(stats_table.ROLES) + ").",
+        "ROLE[,ROLE...]"),
+    Opt("depth", ("--depth",), int | None, None,
+        "Table: show only cgroups at most N levels below the root (0: the root, 1: kubepods,"
+        " 2: QoS tiers and Guaranteed pods, 3: other pods).", "N"),
+    Opt("sort_by", ("--sort-by",), stats_table.SortBy, stats_table.SortBy.tree,
+        "Table row order: tree (as the tree nests), name (path), role, or the largest first:"
+        " cpu, memory (working set), pids. Ties are ordered by path."),
+    Opt("no_headers", ("--no-headers",), bool, False,
+        "Table: rows only (no column header, no watch title); the reasons for"
+        " OVER-RESERVATION go to stderr."),
+)  # fmt: skip
+
+
 def register(app: typer.Typer) -> None:
+    from cgalloc.cli.signature import NodeInputsCommand, node_inputs, options
+
     @app.command("stats", help=STATS_HELP, cls=NodeInputsCommand)
     @node_inputs
-    def stats_command(
-        inputs: NodeInputs,
-        cgroupfs: str = cgroupfs_option(),
-        output: OutputFormat = output_option(),
-        watch: float | None = typer.Option(
-            None, "--watch", metavar="SECONDS",
-            help="Refresh every SECONDS, keeping the files open between samples.",
-        ),
-        count: int = typer.Option(
-            0, "--count", metavar="N", help="With --watch: stop after N refreshes (0 = never)."
-        ),
-        interval: float | None = typer.Option(
-            None, "--interval", metavar="SECONDS",
-            help="Without --watch: seconds between the two samples the CPU rate"
-            " (usageNanoCores) is taken from; 0 reads once and leaves the rate out."
-            f"  [default: {DEFAULT_INTERVAL:g}]",
-        ),
-        kubelet_cgroups: str = typer.Option(
-            "", "--kubelet-cgroups", metavar="CGROUP",
-            help="The kubelet's cgroup; default: kubeletCgroups from --config, else the"
-            " kube-reserved cgroup.",
-        ),
-        runtime_cgroups: str = typer.Option(
-            "", "--runtime-cgroups", metavar="CGROUP",
-            help="The container runtime's cgroup; default: runtimeCgroups from --config.",
-        ),
-        system_cgroups: str = typer.Option(
-            "", "--system-cgroups", metavar="CGROUP",
-            help="The OS daemons' cgroup; default: systemCgroups from --config, else the"
-            " system-reserved cgroup.",
-        ),
-        node_name: str = typer.Option(
-            "", "--node-name", metavar="NAME", help="nodeName in the JSON (default: hostname)."
-        ),
-        role: str = typer.Option(
-            "", "--role", metavar="ROLE[,ROLE...]",
-            help="Table: show only cgroups of these roles (" + ", ".join(stats_table.ROLES) + ").",
-        ),
-        depth: int | None = typer.Option(
-            None, "--depth", metavar="N",
-            help="Table: show only cgroups at most N levels below the root (0: the root,"
-            " 1: kubepods, 2: QoS tiers and Guaranteed pods, 3: other pods).",
-        ),
-        sort_by: stats_table.SortBy = typer.Option(
-            stats_table.SortBy.tree, "--sort-by",
-            help="Table row order: tree (as the tree nests), name (path), role, or the largest"
-            " first: cpu, memory (working set), pids. Ties are ordered by path.",
-        ),
-        no_headers: bool = typer.Option(
-            False, "--no-headers",
-            help="Table: rows only (no column header, no watch title); the reasons for"
-            " OVER-RESERVATION go to stderr.",
-        ),
-    ) -> None:  # fmt: skip
-        _positive(watch, "--watch")
-        if count < 0:
-            raise InputError("--count must be a whole number of refreshes, 0 or more.")
-        # each belongs to one mode: given in the other it would be ignored without a word
-        if count and watch is None:
-            raise InputError("--count counts --watch refreshes; give --watch SECONDS with it.")
-        if interval is not None and watch is not None:
-            raise InputError(
-                "--interval is the one-shot read's sampling gap; with --watch the rate is taken"
-                " over the --watch period (drop --interval)."
-            )
-        interval = DEFAULT_INTERVAL if interval is None else interval
-        if not 0 <= interval <= MAX_SECONDS:  # also false for nan
-            raise InputError(
-                f"--interval must be a number of seconds from 0 to {MAX_SECONDS}, such as 1."
-            )
-        daemons = {"kubelet": kubelet_cgroups, "runtime": runtime_cgroups, "misc": system_cgroups}
-        for flag, value in zip(("--kubelet-cgroups", "--runtime-cgroups", "--system-cgroups"),
-                               daemons.values(), strict=True):  # fmt: skip
-            if value and not value.startswith("/"):
-                raise InputError(f"{flag} must be an absolute cgroup path such as /kubelet.")
-        view = _view(output, watch, sort_by, not no_headers, role, depth)
-        run = _Run(inputs, cgroupfs, {k: v for k, v in daemons.items() if v})
-        run.keep = stats_table.keeper(stats_table.parse_roles(role), depth)
-        run.one_shot = watch is None
-        run.dated = output is not OutputFormat.table
-        name = node_name or os.uname().nodename  # gethostname(2) is uname's nodename
-        try:
-            if watch is None:
-                if interval > 0:
-                    _, recs = run.sample(shown=False)
-                    run.prev = {r.path: r for r in recs if r.found}
-                    time.sleep(interval)
-                _show(*run.frame(*run.sample(), view, name))
+    @options(OPTIONS)
+    def stats_command(inputs: NodeInputs, values: dict) -> None:
+        run_stats(inputs, **values)
+
+
+def run_stats(
+    inputs: NodeInputs,
+    cgroupfs: str,
+    output: OutputFormat,
+    watch: float | None,
+    count: int,
+    interval: float | None,
+    kubelet_cgroups: str,
+    runtime_cgroups: str,
+    system_cgroups: str,
+    node_name: str,
+    role: str,
+    depth: int | None,
+    sort_by: stats_table.SortBy,
+    no_headers: bool,
+) -> None:
+    """``cgalloc stats`` with its options' values (:data:`OPTIONS`), from either parser."""
+    _positive(watch, "--watch")
+    if count < 0:
+        raise InputError("--count must be a whole number of refreshes, 0 or more.")
+    # each belongs to one mode: given in the other it would be ignored without a word
+    if count and watch is None:
+        raise InputError("--count counts --watch refreshes; give --watch SECONDS with it.")
+    if interval is not None and watch is not None:
+        raise InputError(
+            "--interval is the one-shot read's sampling gap; with --watch the rate is taken"
+            " over the --watch period (drop --interval)."
+        )
+    interval = DEFAULT_INTERVAL if interval is None else interval
+    if not 0 <= interval <= MAX_SECONDS:  # also false for nan
+        raise InputError(
+            f"--interval must be a number of seconds from 0 to {MAX_SECONDS}, such as 1."
+        )
+    daemons = {"kubelet": kubelet_cgroups, "runtime": runtime_cgroups, "misc": system_cgroups}
+    for flag, value in zip(("--kubelet-cgroups", "--runtime-cgroups", "--system-cgroups"),
+                           daemons.values(), strict=True):  # fmt: skip
+        if value and not value.startswith("/"):
+            raise InputError(f"{flag} must be an absolute cgroup path such as /kubelet.")
+    view = _view(output, watch, sort_by, not no_headers, role, depth)
+    run = _Run(inputs, cgroupfs, {k: v for k, v in daemons.items() if v})
+    run.keep = stats_table.keeper(stats_table.parse_roles(role), depth)
+    run.one_shot = watch is None
+    run.dated = output is not OutputFormat.table
+    name = node_name or os.uname().nodename  # gethostname(2) is uname's nodename
+    try:
+        if watch is None:
+            if interval > 0:
+                _, recs = run.sample(shown=False)
+                run.prev = {r.path: r for r in recs if r.found}
+                time.sleep(interval)
+            _show(*run.frame(*run.sample(), view, name))
+            return
+        separator = _SEPARATORS[output]
+        gc.enable()  # cli.run turned it off for one-shot commands; a watch lives on
+        done = 0
+        shown: list[str] = []
+        while True:
+            text, warnings = run.frame(*run.sample(), view, name)
+            if view.redraw:
+                text = stats_table.CLEAR + text  # one write: no flicker
+            elif done and separator is not None:
+                echo(separator)
+            # A redraw wipes the last warnings: repeat them. Scrolling output says each once
+            # while it holds, and again if it comes back after it stopped.
+            fresh = warnings if view.redraw else [w for w in warnings if w not in shown]
+            shown = warnings
+            _show(text, fresh)  # warnings after the frame, so a redraw cannot wipe them
+            done += 1
+            if count and done >= count:
                 return
-            separator = _SEPARATORS[output]
-            gc.enable()  # cli.run turned it off for one-shot commands; a watch lives on
-            done = 0
-            shown: list[str] = []
-            while True:
-                text, warnings = run.frame(*run.sample(), view, name)
-                if view.redraw:
-                    text = stats_table.CLEAR + text  # one write: no flicker
-                elif done and separator is not None:
-                    typer.echo(separator)
-                # A redraw wipes the last warnings: repeat them. Scrolling output says each once
-                # while it holds, and again if it comes back after it stopped.
-                fresh = warnings if view.redraw else [w for w in warnings if w not in shown]
-                shown = warnings
-                _show(text, fresh)  # warnings after the frame, so a redraw cannot wipe them
-                done += 1
-                if count and done >= count:
-                    return
-                time.sleep(watch)
-        finally:
-            run.reader.close()
+            time.sleep(watch)
+    finally:
+        run.reader.close()

@@ -1,0 +1,121 @@
+"""``cgalloc stats`` without typer: its command lines in the common forms, read here.
+
+Importing typer is about 30 ms of CPU, a sixth of a 1000-pod ``stats -o json``, and the
+command's typer object costs more to build than this parse. So :func:`stats_command` reads a
+``stats`` line itself from the same option tables typer's command is built from
+(``stats.OPTIONS``, the node inputs), converts each value with the same converters and
+callbacks, and calls the same function. It gives up (None) on anything outside these forms,
+and typer then runs the line as before, with its help and its usage errors:
+
+- ``--name value``, ``--name=value``, ``-o value``; the last of an option given twice counts,
+  a repeatable one keeps every value in order;
+- a switch bare (``--no-headers``); the kubelet's boolean flags bare or ``--flag=value``.
+
+Given up on: an option not in the tables (``--help`` too), a positional argument, ``--``, a
+value that is ``--`` or a bare boolean flag, a switch given a value, a boolean flag followed by
+a true/false word (refused on typer's path), a value an option's converter or callback refuses
+(typer's path says why), and shell completion. ``tests/test_cli_fast.py`` holds the two parsers
+to the same values for every line this one accepts.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from cgalloc.cli.optspec import Opt, converter, without_none
+
+
+def stats_command(args: Sequence[str]) -> Callable[[], None] | None:
+    """The call that runs ``cgalloc stats *args``, or None for typer's path."""
+    from cgalloc.cli import COMPLETE_VAR, inputs, stats
+
+    if os.environ.get(COMPLETE_VAR):
+        return None
+    given = parse(args, stats.OPTIONS, inputs._OPTIONS)
+    if given is None:
+        return None
+    try:
+        values = table_values(stats.OPTIONS, given)
+    except Exception:  # refused here: typer's path says why, in its own words
+        return None
+    node = inputs.node_inputs_from({o.name: given.get(o.name) for o in inputs._OPTIONS})
+    return lambda: stats.run_stats(node, **values)
+
+
+def parse(args: Sequence[str], table: Sequence[Opt], node: Sequence[Any]) -> dict[str, Any] | None:
+    """Each given option's text by parameter name (a list for a repeatable one; True for a
+    switch), or None for a line in another form."""
+    from cgalloc.cli.inputs import BOOL_OPTIONS
+    from cgalloc.config import BOOL_WORDS
+
+    kinds: dict[str, tuple[str, str, bool]] = {}  # decl -> (name, kind, repeatable)
+    for o in table:
+        kind = "switch" if without_none(o.annotation) is bool else "value"
+        kinds.update((d, (o.name, kind, False)) for d in o.decls)
+    for o in node:
+        kind = "bool" if o.flag and f"--{o.flag}" in BOOL_OPTIONS else "value"
+        kinds.update((d, (o.name, kind, o.multiple)) for d in o.decls)
+    given: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        decl, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if decl not in kinds:
+            return None
+        name, kind, repeatable = kinds[decl]
+        if kind == "switch":
+            if eq:
+                return None
+            text: Any = True
+        elif eq:
+            text = value
+        elif kind == "bool":
+            if i < len(args) and args[i] in BOOL_WORDS:
+                return None
+            text = "true"
+        else:
+            # the next word, whatever it looks like, as click takes it; but "--" and a bare
+            # boolean flag there are words typer's path reads otherwise (pflag_bools)
+            if i >= len(args) or args[i] == "--" or args[i] in BOOL_OPTIONS:
+                return None
+            text = args[i]
+            i += 1
+        if repeatable:
+            given.setdefault(name, []).append(text)
+        else:
+            given[name] = text
+    return given
+
+
+def table_values(table: Sequence[Opt], given: dict[str, Any]) -> dict[str, Any]:
+    """The value of each option of ``table``, as typer hands it to the command: converted (the
+    default too), then through the option's callback."""
+    out = {}
+    for o in table:
+        value = given.get(o.name, o.default)
+        if value is not None:
+            convert = converter(without_none(o.annotation))
+            value = convert(value) if convert is not None else value
+        out[o.name] = o.callback(value) if o.callback is not None else value
+    return out
+
+
+def invoke(call: Callable[[], None]) -> None:
+    """``call`` as click's standalone mode runs a command: it ends in SystemExit, 0 when the
+    call returns; Ctrl-C or end of input is "Aborted!" and 1, a closed pipe a quiet 1."""
+    try:
+        call()
+    except (EOFError, KeyboardInterrupt):
+        print(file=sys.stderr)
+        print("Aborted!", file=sys.stderr)
+        sys.exit(1)
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:
+            raise
+        sys.exit(1)
+    sys.exit(0)
