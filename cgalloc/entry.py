@@ -1,8 +1,9 @@
 """The ``cgalloc`` program's entry point: the console script and ``python -m cgalloc``.
 
 The cyclic garbage collector goes off before the command line is imported, not after:
-importing typer and a command runs some 30 collections (5-7 ms of CPU here) that free nothing
-a one-shot process would keep. :func:`cgalloc.cli.run` keeps it off; ``stats --watch``, the
+importing typer and a command runs some 30 collections (5-7 ms of CPU here; ``stats``, which
+runs without typer, still imports enough to run some) that free nothing a one-shot process
+would keep. :func:`cgalloc.cli.run` keeps it off; ``stats --watch``, the
 one command that lives on, turns it back on.
 
 The program also leaves without the interpreter's teardown once the command has ended and its
@@ -38,7 +39,9 @@ def run() -> NoReturn:
 
 
 def leave(code: object) -> NoReturn:
-    """Exit as ``sys.exit(code)`` would, without the interpreter's teardown.
+    """Exit as ``sys.exit(code)`` would, without the interpreter's teardown: the same status
+    (120 when flushing stdout or stderr fails, whatever the code), and a message code on
+    stderr; the interpreter's "Exception ignored" note on a failed flush is not printed.
 
     A thread still running gets the usual exit, which waits for it."""
     if threading.active_count() > 1:
@@ -48,12 +51,16 @@ def leave(code: object) -> NoReturn:
     elif isinstance(code, int):
         status = code
     else:  # as the interpreter treats sys.exit("message")
-        print(code, file=sys.stderr)
+        if sys.stderr is not None:
+            print(code, file=sys.stderr)
+        else:  # the interpreter writes it to the C stderr then
+            os.write(2, f"{code}\n".encode(errors="backslashreplace"))
         status = 1
     for stream in (sys.stdout, sys.stderr):
+        if stream is None or getattr(stream, "closed", False):
+            continue  # the interpreter's exit skips these too
         try:
-            if stream is not None:
-                stream.flush()
-        except Exception:  # any flush failure: the interpreter exits 120 for it too
-            status = status or _FLUSH_FAILED
+            stream.flush()
+        except Exception:  # any failure: the interpreter's exit gives 120 for it too
+            status = _FLUSH_FAILED
     os._exit(status & 0xFF)

@@ -9,6 +9,7 @@ then shows that such a line runs without importing typer and prints what typer's
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -185,3 +186,50 @@ def test_the_program_runs_stats_without_typer_and_prints_what_typer_prints(tmp_p
                 item[section].pop("time")
     assert docs[0] == docs[1]
     assert sorted(p["podRef"]["uid"] for p in docs[0]["pods"]) == ["1111-2222", "3333-4444"]
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [(KeyboardInterrupt(), 130), (EOFError(), 1), (OSError(errno.EPIPE, "Broken pipe"), 1)],
+)
+def test_a_command_ending_in_an_exception_exits_as_on_typers_path(
+    monkeypatch, capsys, error, status
+):
+    # Ctrl-C under a caller's own SIGINT handler, end of input, a closed pipe: typer's
+    # standalone mode gives 130, "Aborted!" and 1, a quiet 1; `--` sends the line to typer
+    import sys
+
+    from cgalloc.cli import main
+
+    def fail(_node, **_values):
+        raise error
+
+    monkeypatch.setattr(stats_cli, "run_stats", fail)
+    seen = []
+    for line in (["stats"], ["stats", "--"]):
+        stdout, stderr = sys.stdout, sys.stderr
+        try:
+            with pytest.raises(SystemExit) as done:
+                main(line)
+        finally:
+            sys.stdout, sys.stderr = stdout, stderr  # a closed pipe pacifies both
+        seen.append((done.value.code, capsys.readouterr()))
+    assert seen[0] == seen[1]
+    assert seen[0][0] == status
+
+
+def test_an_ascii_stdout_gets_utf8_names_as_click_wrote_them(tmp_path):
+    root = str(tmp_path / "cg")
+    for rel in ("", "kubepods", "kubepods/burstable", "kubepods/besteffort",
+                "kubepods/burstable/pod\u00e9-0000"):  # fmt: skip
+        make_v2(root, rel, usage=4096)
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    outs = []
+    for form in (["-o", "table"], ["-otable"]):  # the fast path, then typer's
+        line = [sys.executable, "-m", "cgalloc", "stats", *NODE, "--cgroupfs", root,
+                "--interval", "0", "--role", "pod", *form]  # fmt: skip
+        out = subprocess.run(line, capture_output=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        outs.append(out.stdout)
+    assert outs[0] == outs[1]
+    assert "pod\u00e9-0000".encode() in outs[0]

@@ -71,3 +71,25 @@ def test_a_thread_still_running_gets_the_usual_exit_which_waits_for_it():
     )
     out = _python(code)
     assert (out.returncode, out.stdout) == (4, "thread ended\n")
+
+
+def test_a_failed_flush_is_120_whatever_the_code_as_the_interpreter_gives():
+    code = "import sys\nsys.stdout = open('/dev/full', 'w', buffering=8192)\nprint('x')\n"
+    own = _python(code + "sys.exit(3)")
+    ours = _python(code + "from cgalloc.entry import leave\nleave(3)")
+    assert ours.returncode == own.returncode == 120
+
+
+def test_a_closed_stdout_is_skipped_as_the_interpreter_skips_it():
+    code = "import sys\nsys.stdout.close()\n"
+    own = _python(code + "sys.exit(4)")
+    ours = _python(code + "from cgalloc.entry import leave\nleave(4)")
+    assert (ours.returncode, ours.stderr) == (own.returncode, own.stderr) == (4, "")
+
+
+def test_a_message_with_no_stderr_object_goes_to_fd_2_as_the_interpreter_writes_it():
+    code = "import sys\nsys.stderr = None\n"
+    own = _python(code + "sys.exit('no such node')")
+    ours = _python(code + "from cgalloc.entry import leave\nleave('no such node')")
+    assert (ours.returncode, ours.stdout, ours.stderr) == (own.returncode, own.stdout, own.stderr)
+    assert ours.stderr == "no such node\n"

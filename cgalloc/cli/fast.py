@@ -106,16 +106,37 @@ def table_values(table: Sequence[Opt], given: dict[str, Any]) -> dict[str, Any]:
 
 
 def invoke(call: Callable[[], None]) -> None:
-    """``call`` as click's standalone mode runs a command: it ends in SystemExit, 0 when the
-    call returns; Ctrl-C or end of input is "Aborted!" and 1, a closed pipe a quiet 1."""
+    """``call`` as typer's standalone mode runs a command: it ends in SystemExit, 0 when the
+    call returns; end of input is "Aborted!" and 1, Ctrl-C a quiet 130, a closed pipe a quiet
+    1 (stdout and stderr then flush without EPIPE, as click's PacifyFlushWrapper makes them)."""
     try:
         call()
-    except (EOFError, KeyboardInterrupt):
+    except EOFError:
         print(file=sys.stderr)
         print("Aborted!", file=sys.stderr)
         sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
     except OSError as exc:
         if exc.errno != errno.EPIPE:
             raise
+        sys.stdout, sys.stderr = _Pacified(sys.stdout), _Pacified(sys.stderr)
         sys.exit(1)
     sys.exit(0)
+
+
+class _Pacified:
+    """A stream whose flush ignores a closed pipe: the exit's flush has nowhere to go."""
+
+    def __init__(self, wrapped: Any) -> None:
+        self.wrapped = wrapped
+
+    def flush(self) -> None:
+        try:
+            self.wrapped.flush()
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:
+                raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import enum
 import json
 import sys
@@ -110,14 +111,31 @@ def emit(data: object, fmt: OutputFormat, table: Callable[[], str]) -> None:
 
 def echo(text: str, err: bool = False) -> None:
     """``text`` and a newline on stdout (stderr with ``err``), flushed, as ``click.echo``
-    writes them: each ``stats --watch`` sample reaches a pipe when it is taken. Without
-    click's scan for ANSI codes to strip off a terminal: what cgalloc prints has none
-    (:func:`printable` escapes ESC; JSON and YAML escape every control character)."""
+    writes them: each ``stats --watch`` sample reaches a pipe when it is taken, and a stream
+    whose encoding is ASCII (``PYTHONIOENCODING=ascii``, an ASCII locale) gets UTF-8, as
+    click rewraps such a stream, where writing the text would raise UnicodeEncodeError (or
+    escape it, on stderr). Without click's scan for ANSI codes to strip off a terminal: the
+    text cgalloc prints has none (:func:`printable` escapes ESC, JSON and YAML escape every
+    control character; ``stats --watch`` clears the screen only on a terminal)."""
     stream = sys.stderr if err else sys.stdout
     if stream is None:  # as click.echo: no stream, nothing written
         return
-    stream.write(text + "\n")
+    line = text + "\n"
+    raw = getattr(stream, "buffer", None)
+    if raw is not None and not line.isascii() and _ascii(stream):
+        stream.flush()
+        raw.write(line.encode("utf-8", "surrogateescape"))
+    else:
+        stream.write(line)
     stream.flush()
+
+
+def _ascii(stream: object) -> bool:
+    encoding = getattr(stream, "encoding", None) or "ascii"
+    try:
+        return codecs.lookup(encoding).name == "ascii"
+    except LookupError:
+        return False
 
 
 def warn(messages: Sequence[str]) -> None:
