@@ -9,12 +9,13 @@ and typer then runs the line as before, with its help and its usage errors:
 
 - ``--name value``, ``--name=value``, ``-o value``; the last of an option given twice counts,
   a repeatable one keeps every value in order;
-- a switch bare (``--no-headers``); the kubelet's boolean flags bare or ``--flag=value``.
+- a switch bare (``--no-headers``); the kubelet's boolean flags bare or ``--flag=value``, made
+  ``--flag=true`` first by the same rule typer's path applies (``inputs.pflag_bools``).
 
-Given up on: an option not in the tables (``--help`` too), a positional argument, ``--``, a
-value that is ``--`` or a bare boolean flag, a switch given a value, a boolean flag followed by
-a true/false word (refused on typer's path), a value an option's converter or callback refuses
-(typer's path says why), and shell completion. ``tests/test_cli_fast.py`` holds the two parsers
+Given up on: an option not in the tables (``--help`` too), a positional argument, ``--`` where
+an option would be, a switch given a value, what ``pflag_bools`` refuses (a boolean flag
+followed by a true/false word), a value an option's converter or callback refuses (typer's
+path says why), and shell completion. ``tests/test_cli_fast.py`` holds the two parsers
 to the same values for every line this one accepts.
 """
 
@@ -48,17 +49,21 @@ def stats_command(args: Sequence[str]) -> Callable[[], None] | None:
 
 def parse(args: Sequence[str], table: Sequence[Opt], node: Sequence[Any]) -> dict[str, Any] | None:
     """Each given option's text by parameter name (a list for a repeatable one; True for a
-    switch), or None for a line in another form."""
-    from cgalloc.cli.inputs import BOOL_OPTIONS
-    from cgalloc.config import BOOL_WORDS
+    switch), or None for a line in another form. The kubelet's boolean flags are first made
+    ``--flag=true`` by the rule typer's path applies (``pflag_bools``); what it refuses is
+    left to that path to say."""
+    from cgalloc.cli.inputs import pflag_bools
+    from cgalloc.errors import InputError
 
-    kinds: dict[str, tuple[str, str, bool]] = {}  # decl -> (name, kind, repeatable)
+    try:
+        args = pflag_bools(list(args))
+    except InputError:
+        return None
+    kinds: dict[str, tuple[str, bool, bool]] = {}  # decl -> (name, switch, repeatable)
     for o in table:
-        kind = "switch" if without_none(o.annotation) is bool else "value"
-        kinds.update((d, (o.name, kind, False)) for d in o.decls)
+        kinds.update((d, (o.name, without_none(o.annotation) is bool, False)) for d in o.decls)
     for o in node:
-        kind = "bool" if o.flag and f"--{o.flag}" in BOOL_OPTIONS else "value"
-        kinds.update((d, (o.name, kind, o.multiple)) for d in o.decls)
+        kinds.update((d, (o.name, False, o.multiple)) for d in o.decls)
     given: dict[str, Any] = {}
     i = 0
     while i < len(args):
@@ -67,24 +72,18 @@ def parse(args: Sequence[str], table: Sequence[Opt], node: Sequence[Any]) -> dic
         decl, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
         if decl not in kinds:
             return None
-        name, kind, repeatable = kinds[decl]
-        if kind == "switch":
+        name, switch, repeatable = kinds[decl]
+        if switch:
             if eq:
                 return None
             text: Any = True
         elif eq:
             text = value
-        elif kind == "bool":
-            if i < len(args) and args[i] in BOOL_WORDS:
-                return None
-            text = "true"
-        else:
-            # the next word, whatever it looks like, as click takes it; but "--" and a bare
-            # boolean flag there are words typer's path reads otherwise (pflag_bools)
-            if i >= len(args) or args[i] == "--" or args[i] in BOOL_OPTIONS:
-                return None
+        elif i < len(args):  # the next word, whatever it looks like, as click takes it
             text = args[i]
             i += 1
+        else:
+            return None
         if repeatable:
             given.setdefault(name, []).append(text)
         else:

@@ -251,7 +251,7 @@ def _positive(value: float | None, label: str) -> None:
         )
 
 
-# stats' own options, after --cgroupfs and --output; the node inputs follow them
+# stats' options in --help order (--cgroupfs, --output, then its own); the node inputs follow
 OPTIONS: tuple[Opt, ...] = (
     CGROUPFS,
     OUTPUT,
