@@ -27,7 +27,6 @@ shell script.
 
 from __future__ import annotations
 
-import gc
 import itertools
 import json
 import os
@@ -48,7 +47,6 @@ import cgalloc.apply
 import cgalloc.cli.inputs
 from bench import results
 from bench.trees import build_c
-from cgalloc import lanes
 from cgalloc.apply import TestSwitches
 from cgalloc.cgroupfs import detect
 from cgalloc.cli import main
@@ -152,19 +150,6 @@ def _seed_v1_cpuset(mount: str, name: str) -> None:
                 dst.write(src.read().strip() or "\n")
 
 
-def _as_program(argv: list[str]) -> None:
-    """``main(argv)`` as the ``cgalloc`` program runs it (``cgalloc.entry.run`` calls
-    ``cli.run``): without the cycle collector, whose passes here would also walk this
-    process's own objects."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        main(argv)
-    finally:
-        if enabled:
-            gc.enable()
-
-
 class Node:
     """A fresh tree (fake, or a new cgroup root on the real cgroupfs) and its setup arguments."""
 
@@ -204,7 +189,7 @@ class Node:
             sys.stdout = fh
             start = time.perf_counter()
             try:
-                _as_program(["setup", *self.args, "-o", "json", *extra])
+                main(["setup", *self.args, "-o", "json", *extra])
             except SystemExit as exc:
                 assert not exc.code, exc.code
             finally:
@@ -215,7 +200,7 @@ class Node:
     def quiet(self) -> None:
         """``setup --quiet``: the run without rendering its report (a provisioning script's)."""
         try:
-            _as_program(["setup", *self.args, "--quiet"])
+            main(["setup", *self.args, "--quiet"])
         except SystemExit as exc:
             assert not exc.code, exc.code
 
@@ -371,10 +356,9 @@ def test_shell_rerun(benchmark):
     _script(benchmark, "shell mkdir/echo re-run", "shell", rerun=True)
 
 
-def _floor_ops(node: Node, rerun: bool, in_lanes: bool = False) -> str:
+def _floor_ops(node: Node, rerun: bool) -> str:
     """The setup's syscalls for csrc/setup_floor.c: its mkdirs and writes, or for a re-run the
-    reads of every file it writes. ``in_lanes``: the mkdirs and writes as cgalloc's lanes
-    (cgalloc/lanes.py) deal them, each lane after a "lane" line."""
+    reads of every file it writes."""
     acts = node.actions()
     lines = []
     for a in acts:
@@ -383,17 +367,6 @@ def _floor_ops(node: Node, rerun: bool, in_lanes: bool = False) -> str:
             lines.append(None if rerun else f"mkdir {target}")
         else:
             lines.append(f"read {target}" if rerun else f"write {target} {a['new']}")
-    if in_lanes and not rerun:
-        v2 = detect().version == "v2"  # one mount; on v1 each hierarchy is a directory of root
-
-        def change(a: dict) -> tuple[str, str, str]:
-            mount = "" if v2 else a["path"].split("/", 1)[0]
-            return a["action"], mount, a["path"].rsplit("/", 1)[-1]
-
-        split = lanes.split([change(a) for a in acts])
-        lines = [
-            x for k, ix in enumerate(split) for x in ["lane"] * (k > 0) + [lines[i] for i in ix]
-        ]
     return "\n".join(x for x in lines if x is not None) + "\n"
 
 

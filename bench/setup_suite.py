@@ -1,7 +1,7 @@
 """``python -m bench --suites setup``: cgalloc setup of PODS pods against csrc/setup_floor.c
-(the same mkdir/write syscalls and nothing else, one after another, and again in cgalloc's
-lanes, each on a thread of its own) and a shell script batching ``mkdir -p`` / ``echo``,
-interleaved round by round; and the 0-write re-run against the C floor reading the same files.
+(the same mkdir/write syscalls and nothing else, one after another) and a shell script
+batching ``mkdir -p`` / ``echo``, interleaved round by round; and the 0-write re-run against
+the C floor reading the same files.
 
 Every contender gets a fresh tree each round, made and removed outside its timing (the tree,
 node arguments and scripts are bench_setup.py's). The floor needs a real cgroupfs (its mkdir
@@ -10,8 +10,7 @@ own ``cgalloc-test-bench-*`` cgroups there), or with ``CGALLOC_BENCH_REAL=1`` in
 v2 setup enables controllers in the root's cgroup.subtree_control). Elsewhere the tree is the
 fake v2 one, and the floor claims are reported as not measurable here.
 
-cgalloc's contenders run in this process (``cgalloc.cli.main``, without the cycle collector as
-the ``cgalloc`` program runs it: bench_setup._as_program), as the floor's clock times its
+cgalloc's contenders run in this process (``cgalloc.cli.main``), as the floor's clock times its
 syscalls only; the same commands as whole processes (``python -m cgalloc``, with the
 interpreter's start and the imports) are shown beside them, without a target.
 """
@@ -27,17 +26,14 @@ from bench import bench_setup as bs
 from bench.report import Suite, Target
 from bench.rounds import Contender, interleave, process, timed
 from bench.trees import build_c
-from cgalloc import plan_memo
 from cgalloc.cgroupfs import detect
 
 CGALLOC_COLD = "cgalloc setup, cold"
 CGALLOC_QUIET = "cgalloc setup --quiet, cold"
 FLOOR_COLD = "C floor: the same mkdir/write syscalls"
-FLOOR_LANES = "C floor: the same syscalls in cgalloc's lanes"
 SHELL_COLD = "shell script, batched mkdir -p + echo"
 CGALLOC_RERUN = "cgalloc setup, re-run (0 writes)"
 FLOOR_RERUN = "C floor: reading the same files"
-CGALLOC_REPLAN = "cgalloc setup, re-run planned in full (no memo)"
 WHOLE_COLD = "cgalloc setup --quiet, cold, whole process"
 WHOLE_RERUN = "cgalloc setup --quiet, re-run, whole process"
 NO_FLOOR = "the floor needs a real cgroupfs (as root on a v1 host, or CGALLOC_BENCH_REAL=1 in a VM)"
@@ -78,14 +74,6 @@ def _json_checked(node: bs.Node) -> float:
     if not report["writes"] or report["writes"] != len(report["plan"]["actions"]):
         raise RuntimeError(f"setup -o json made {report['writes']} changes of its plan's")
     return seconds
-
-
-def _without_memo(node: bs.Node) -> bs.Node:
-    """The finished tree with setup's plan memo removed: the next run plans in full, as one
-    whose inputs changed does."""
-    node.cgalloc()
-    (node.base / "state" / plan_memo.MEMO_NAME).unlink()
-    return node
 
 
 def _zero_writes(node: bs.Node) -> float:
@@ -137,10 +125,6 @@ def suite(bindir: str | None = None) -> Suite:
         Contender(
             CGALLOC_RERUN, _on_fresh(_cgalloc_rerun, _zero_writes), bs.PODS,
         ),
-        Contender(
-            CGALLOC_REPLAN, _on_fresh(_without_memo, _zero_writes), bs.PODS,
-            note="what a re-run costs without cgalloc/plan_memo.py",
-        ),
         Contender(WHOLE_COLD, _on_fresh(lambda n: n, _whole), bs.PODS,
                   note="python -m cgalloc: start and imports included"),
         Contender(WHOLE_RERUN, _on_fresh(_cgalloc_rerun, _whole), bs.PODS,
@@ -153,16 +137,6 @@ def suite(bindir: str | None = None) -> Suite:
     if binary:
         cold_ops = lambda n: bs._floor_ops(n, rerun=False)  # noqa: E731
         cs.insert(1, Contender(FLOOR_COLD, _on_fresh(cold_ops, _floor_run(binary)), bs.PODS))
-        lane_ops = lambda n: bs._floor_ops(n, rerun=False, in_lanes=True)  # noqa: E731
-        cs.insert(
-            2,
-            Contender(
-                FLOOR_LANES,
-                _on_fresh(lane_ops, _floor_run(binary)),
-                bs.PODS,
-                note="each lane on a thread of its own, as cgalloc makes them",
-            ),
-        )
         cs.append(Contender(FLOOR_RERUN, _on_fresh(_floor_rerun_ops, _floor_run(binary)), bs.PODS))
     where = f"real {detect().version} cgroupfs" if bs.REAL else "fake v2 tree (tmpfs)"
     result = Suite(f"setup of {bs.PODS} pods, {where}", "pod", cs)
@@ -172,8 +146,6 @@ def suite(bindir: str | None = None) -> Suite:
                unmeasurable=why),
         Target("setup --quiet <= 1.2x the C floor", CGALLOC_QUIET, FLOOR_COLD, "ratio", 1.2,
                unmeasurable=why),
-        Target("setup --quiet <= 1.2x the floor in cgalloc's lanes (not an issue target)",
-               CGALLOC_QUIET, FLOOR_LANES, "ratio", 1.2, unmeasurable=why),
         Target("setup faster than the batched shell script", CGALLOC_COLD, SHELL_COLD, "ratio",
                1.0),
         Target("re-run <= 1.2x the C floor reading the same files", CGALLOC_RERUN, FLOOR_RERUN,

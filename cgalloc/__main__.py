@@ -1,6 +1,6 @@
 """Allow ``python -m cgalloc``."""
 
-from cgalloc.entry import run
+from cgalloc.cli import run
 
 if __name__ == "__main__":
     run()

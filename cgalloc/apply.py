@@ -4,8 +4,7 @@ Every change is journaled before it is made (see :mod:`cgalloc.ownership`). If o
 the changes already made are undone in reverse — values restored, processes moved back,
 controllers disabled, created cgroups removed deepest first — and the error says so. SIGINT,
 SIGTERM and SIGHUP while the changes are made lead to the same rollback (:class:`SignalGuard`):
-the handler only records the signal and sets the core's stop flag, so a core call stops before
-its next change and the apply loop acts on the signal.
+the handler only records the signal, and the apply loop acts on it between two core calls.
 
 The commands run with :data:`SWITCHES`, all off. Nothing in the installed tool (no
 environment variable, no option) changes them: the test suite replaces them in-process to drive
@@ -20,11 +19,11 @@ import functools
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple, NoReturn, Protocol
 
-from cgalloc import core, lanes
+from cgalloc import core
 from cgalloc.cgroupfs import cgroup_file
 from cgalloc.errors import CgallocError, HostError, InputError, Interrupted
 from cgalloc.ownership import BOOT_ID_FILE, Record, StateDir
@@ -88,19 +87,15 @@ def signal_name(signo: int) -> str:
 class SignalGuard:
     """While entered, SIGINT, SIGTERM and SIGHUP are only recorded in ``received`` (in the
     order they came), never raised: an exception raised asynchronously between a core call and
-    the bookkeeping of what it made would lose track of changes made. The handler also sets
-    ``stop``, which a core call making changes (on another thread, while this one prepares)
-    reads before each change; :func:`apply` sets it too when a lane fails, so the other lanes
-    stop, and clears it after unless a signal came. :func:`apply` and :func:`converge` look at
-    ``received`` between changes; the rollback ignores it, so later signals cannot cut it
-    short. Installed only in the main thread (the only one Python
+    the bookkeeping of what it made would lose track of changes made. :func:`apply` and
+    :func:`converge` look at ``received`` between changes; the rollback ignores it, so later
+    signals cannot cut it short. Installed only in the main thread (the only one Python
     delivers signals to) and not over a signal that is ignored (``nohup``, a background job of
     a non-interactive shell: it stays ignored); the previous handlers are back on exit."""
 
     def __init__(self) -> None:
         self.received: list[int] = []
         self._previous: dict[int, object] = {}
-        self.stop = core.Stop()
 
     @property
     def signo(self) -> int | None:
@@ -108,10 +103,7 @@ class SignalGuard:
         return self.received[0] if self.received else None
 
     def _record(self, signo: int, _frame: object) -> None:
-        # nothing else (see the class docstring); received first, so a call the flag stopped
-        # always finds the signal
-        self.received.append(signo)
-        self.stop.set()
+        self.received.append(signo)  # nothing else (see the class docstring)
 
     def __enter__(self) -> SignalGuard:
         if threading.current_thread() is threading.main_thread():
@@ -155,11 +147,9 @@ class Result:
             return "no changes: 0 writes"
         return f"applied {len(self.done)} changes"
 
-    def to_json(self, done: object = None) -> dict:
-        """The result as the report has it; ``done`` is the done list's JSON when the caller
-        made it already (setup, while the core made the changes)."""
-        if done is None:
-            done = [a.to_json(self.root) for a in self.done]
+    def to_json(self) -> dict:
+        """The result as the report has it."""
+        done = [a.to_json(self.root) for a in self.done]
         return {"writes": self.writes, "done": done, "kept": list(self.kept)}
 
 
@@ -253,7 +243,6 @@ def apply(
     units: SystemdUnits | None = None,
     on_done: Callable[[Action], None] | None = None,
     signals: SignalGuard | None = None,
-    meanwhile: Callable[[], object] | None = None,
 ) -> Result:
     """Make every action of ``plan``; on the first failure undo them all and raise.
 
@@ -267,20 +256,15 @@ def apply(
     a late signal itself); without one, apply guards itself and re-raises a late signal to the
     previous handler once it is back, as if the signal had come just after apply returned.
 
-    When no change needs Python between two others (no process move, systemd unit, test
-    kernel or progress line), the whole plan is one core call per lane (:mod:`cgalloc.lanes`:
-    on v1 the hierarchies in two lanes), each on a thread of its own, and this one meanwhile
-    prepares the record as it will be once every change is made, then calls
-    ``meanwhile`` (the caller's own preparing: it must only compute, and an exception in it
-    is dropped, so the caller finds nothing prepared). Otherwise ``meanwhile`` is called
-    before the first change. Either way it is called once, and what it prepares is worth
-    using only if every change is made.
+    Changes that need no Python between them (no process move, systemd unit or test kernel)
+    go to the core in calls of up to :data:`BATCH`, on this thread; a signal is acted on
+    between two calls.
     """
     if signals is None:
         with SignalGuard() as own:
             result = apply(
                 plan, state, record, roots=roots, switches=switches, units=units,
-                on_done=on_done, signals=own, meanwhile=meanwhile,
+                on_done=on_done, signals=own,
             )  # fmt: skip
         if own.signo is not None:
             signal.raise_signal(own.signo)
@@ -289,7 +273,6 @@ def apply(
     result = Result(plan.root)
     created: set[tuple[str, str]] = set()
     if not plan.actions:
-        _call(meanwhile)
         return result
     try:
         state.journal([_change(a) for a in plan.actions if a.kind != "move"])
@@ -313,22 +296,7 @@ def apply(
                 break
 
     batched = switches.kernel is None and units is None
-    whole = batched and on_done is None and all(a.kind != "move" for a in plan.actions)
-    if whole:  # a core call per lane on threads of their own, while this one prepares
-        # packed here first: each call's thread then needs the GIL only to start and end, so
-        # this one's preparing does not delay the first change
-        jobs = _lane_jobs(roots, plan.actions)
-        prepare = functools.partial(_ready, state, record, plan, meanwhile)
-        calls = [_lane_call(j, signals, len(jobs)) for j in jobs]
-        try:
-            outs, ready = _overlapped(calls, prepare, signals.stop)
-        finally:
-            _unstop(signals)
-        stopped = _lanes_made(plan, jobs, outs, made)
-    else:
-        _call(meanwhile)
-        stopped = _make(plan, roots, switches, units, signals, made, batched)
-        ready = None
+    stopped = _make(plan, roots, switches, units, signals, made, batched)
     if stopped is not None:
         if stopped.exc is None:
             _interrupt(state, record, result, created, roots, switches, units, signals.signo)
@@ -336,11 +304,7 @@ def apply(
     # Every change is made: a signal from here on does not undo a complete setup; the record
     # is saved and the caller answers the signal (see the docstring).
     try:
-        if ready is None:
-            state.save(_fold(record, result.done))
-        else:
-            record.assign(ready.record)
-            state.save(record, ready.data)
+        state.save(_fold(record, result.done))
     except OSError as exc:
         what = f"recording the {len(result.done)} changes in {state.path} (--state-dir)"
         _fail(state, record, result, created, roots, switches, units, exc, what)
@@ -370,17 +334,14 @@ def _make(
     core calls of up to :data:`BATCH`; else each alone, with its hooks — handing each run made
     to ``made``; stop at the first failure or signal and say which (None: all were made)."""
     for run in _runs(plan.actions, batched):
-        # Between core calls, and inside one through the guard's stop flag: every change
-        # made so far is in result.done.
+        # Between core calls: every change made so far is in result.done.
         if signals.signo is not None:
             return _Stopped(None)
         if batched and run[0].kind != "move":
-            n, exc = _run_job(_pack(roots, run), signals.stop)
+            n, exc = _run_job(_pack(roots, run))
             made(run[:n])
             if exc is not None:
                 return _Stopped(exc, run[n].describe(plan.root))
-            if n < len(run):
-                return _Stopped(None)  # the stop flag: a signal came during the call
             continue
         a = run[0]
         try:
@@ -395,89 +356,6 @@ def _make(
             return _Stopped(exc, a.describe(plan.root))
         made(run)
     return None
-
-
-def _overlapped(
-    calls: list[Callable[[], _Outcome]], prepare: Callable[[], _Prepared | None], stop: core.Stop
-) -> tuple[list[_Outcome], _Prepared | None]:
-    """Each of ``calls`` (a core call: the GIL is released) on a thread of its own while this
-    one runs ``prepare()``: (what each call returned, what prepare did). This thread starts
-    them all before it prepares (a thread started later would wait for the GIL that preparing
-    holds) and never goes on before every call has ended: the rollback and the record are its.
-    A call that cannot get a thread (a pids limit) runs here before prepare."""
-    out: list = [None] * len(calls)
-    failed: list[BaseException] = []
-    behind = lanes.Behind(len(calls))
-
-    def work(k: int) -> None:
-        try:
-            out[k] = calls[k]()
-        except BaseException as exc:  # handed to the caller's thread
-            failed.append(exc)
-        finally:
-            behind.lane_ended()
-
-    workers: list[threading.Thread] = []
-    raised: BaseException | None = None
-    ready = None
-    try:
-        for k in range(len(calls)):
-            worker = threading.Thread(target=work, args=(k,), name="cgalloc-apply")
-            try:
-                worker.start()
-            except RuntimeError:  # "can't start new thread"
-                work(k)
-                continue
-            workers.append(worker)
-        behind.lower()
-        ready = prepare()
-    except BaseException as exc:  # a library caller's own signal handler raising, say
-        raised = exc
-        stop.set()  # the changes stop, as at a signal; those made are in the journal
-    finally:
-        behind.restore()
-    for worker in workers:
-        while worker.is_alive():
-            try:
-                worker.join()
-            except BaseException as exc:  # the same while waiting: the changes still end first
-                raised = raised or exc
-                stop.set()
-    if raised is not None:
-        raise raised
-    if failed:
-        raise failed[0]
-    return out, ready
-
-
-class _Prepared(NamedTuple):
-    """The record as it will be once every change is made, and its file's bytes."""
-
-    record: Record
-    data: bytes | None
-
-
-def _ready(
-    state: StateDir, record: Record, plan: Plan, meanwhile: Callable[[], object] | None
-) -> _Prepared | None:
-    """What :func:`apply` prepares while the changes are made: ``record`` folded with them
-    all (a copy) and its file's bytes; then the caller's ``meanwhile``. None where the record
-    cannot be prepared: it is then folded and written after the changes, as without a second
-    thread, and meets the same error there."""
-    try:
-        folded = _fold(record.copy(), plan.actions)
-        ready = _Prepared(folded, state.record_data(folded))
-    except Exception:  # prepared work is optional; the error is met again, in its place
-        ready = None
-    _call(meanwhile)
-    return ready
-
-
-def _call(meanwhile: Callable[[], object] | None) -> None:
-    """The caller's preparing (see :func:`apply`); an exception in it is dropped."""
-    if meanwhile is not None:
-        with contextlib.suppress(Exception):
-            meanwhile()
 
 
 def _runs(actions: list[Action], batched: bool) -> Iterator[list[Action]]:
@@ -524,83 +402,12 @@ def _pack(roots: Roots, chunk: list[Action]) -> _Job:
     return _Job(core.pack_ops(ops), exc)
 
 
-def _run_job(job: _Job, stop: core.Stop) -> tuple[int, BaseException | None]:
-    """Make ``job``'s changes through ``core.apply_ops`` until one fails or ``stop`` is set:
+def _run_job(job: _Job) -> tuple[int, BaseException | None]:
+    """Make ``job``'s changes through ``core.apply_ops`` until one fails:
     how many were made and the error. A mount whose root cannot be opened fails at its first
     change."""
-    made, err = core.apply_ops(job.packed, stop)
+    made, err = core.apply_ops(job.packed)
     return made, err if made < len(job.packed) else job.exc
-
-
-class _Lane(NamedTuple):
-    """The plan's changes one core call makes (:mod:`cgalloc.lanes`): their indices, packed."""
-
-    indices: Sequence[int]
-    job: _Job
-
-
-def _lane_jobs(roots: Roots, actions: list[Action]) -> list[_Lane]:
-    """``actions`` (no moves) packed as the lanes :func:`lanes.split` deals them into. One
-    lane where a mount's root cannot be opened: that change is then the one that fails."""
-    split = lanes.split([(a.kind, a.mount, a.file) for a in actions])
-    if len(split) > 1:
-        try:
-            for mount in {a.mount for a in actions}:
-                roots[mount]
-        except (OSError, HostError):
-            split = [range(len(actions))]
-    if len(split) == 1:
-        return [_Lane(range(len(actions)), _pack(roots, actions))]
-    return [_Lane(ix, _pack(roots, [actions[i] for i in ix])) for ix in split]
-
-
-_Outcome = tuple[int, BaseException | None]  # how many changes a core call made, its error
-
-
-def _lane_call(lane: _Lane, signals: SignalGuard, lanes_: int) -> Callable[[], _Outcome]:
-    """The core call making ``lane``'s changes. Of several lanes, one that fails (or raises)
-    sets the signal guard's stop flag, so the others stop before their next change, as at a
-    signal (``signals.received`` still tells the two apart; :func:`_unstop` clears it after)."""
-
-    def call() -> _Outcome:
-        try:
-            n, exc = _run_job(lane.job, signals.stop)
-        except BaseException:  # raised on the calling thread once every lane has ended
-            signals.stop.set()
-            raise
-        if exc is not None and lanes_ > 1:
-            signals.stop.set()
-        return n, exc
-
-    return call
-
-
-def _unstop(signals: SignalGuard) -> None:
-    """Clear the stop flag a lane's failure (or the preparing's exception) set, so that a
-    guard used again stops nothing; a signal's flag stays: the handler records the signal
-    before it sets the flag, so one that came before the check below is found there."""
-    if not signals.received:
-        signals.stop.clear()
-        if signals.received:  # came between the two: its flag back
-            signals.stop.set()
-
-
-def _lanes_made(
-    plan: Plan, jobs: list[_Lane], outs: list[_Outcome], made: Callable[[list[Action]], None]
-) -> _Stopped | None:
-    """Hand the changes the lanes made (``outs``) to ``made`` in plan order; say which one
-    failed, or that a signal stopped them (None: all were made)."""
-    if len(jobs) == 1:
-        done = plan.actions[: outs[0][0]]
-    else:
-        ix = sorted(i for j, (n, _exc) in zip(jobs, outs, strict=True) for i in j.indices[:n])
-        done = [plan.actions[i] for i in ix]
-    made(done)
-    failed = [(j.indices[n], e) for j, (n, e) in zip(jobs, outs, strict=True) if e is not None]
-    if failed:  # the first in plan order, when two lanes failed at once
-        i, exc = min(failed, key=lambda f: f[0])
-        return _Stopped(exc, plan.actions[i].describe(plan.root))
-    return _Stopped(None) if len(done) < len(plan.actions) else None
 
 
 def _change(a: Action) -> tuple:

@@ -16,9 +16,6 @@ the transient units and their runtime properties do not) holds:
   forgotten. An entry for a change never made is harmless: teardown skips cgroups that do not
   exist and restores values that were never changed to what they already are. One with no
   entry (a run killed before its first line) is removed by the next run.
-- ``plan-memo.json``: setup's last plan and the digest of its inputs (:mod:`cgalloc.plan_memo`),
-  which lets a re-run with the same inputs confirm the tree without planning again; teardown
-  removes it.
 
 Boot rule: the record and journal carry ``/proc/sys/kernel/random/boot_id``. A record or journal
 of another boot describes a tree the reboot wiped: its cgroups are gone, its transient units
@@ -449,64 +446,23 @@ class StateDir:
             os.unlink(self._file(JOURNAL_NAME))
 
 
-# One encoder for every journal line and record row: json.dumps builds a new one per call,
-# and with indent= it takes the pure-Python encoder (~5x slower on a 1000-pod record).
-_JSON = json.JSONEncoder(sort_keys=True)
-
-
 def _record_text(data: dict) -> str:
-    """The record as JSON with one row per line."""
-    parts = []
-    encoded = _Encoded()
-    for key in sorted(data):
-        value = data[key]
-        if isinstance(value, list) and value:
-            rows = ",\n  ".join(map(encoded.row, value))
-            parts.append(f" {_JSON.encode(key)}: [\n  {rows}\n ]")
-        else:
-            parts.append(f" {_JSON.encode(key)}: {_JSON.encode(value)}")
-    return "{\n" + ",\n".join(parts) + "\n}\n"
-
-
-class _Encoded(dict):
-    """JSON text of the strings a record or journal repeats (a mount in every row, a cgroup in
-    each of its files'): each encoded once, by the C encoder, then looked up."""
-
-    def __missing__(self, text: str) -> str:
-        value = self[text] = _JSON.encode(text)
-        return value
-
-    def row(self, row: list) -> str:
-        """A row of strings (or, in ``enabled``, a last list of names) as JSON, ``[a, b]``."""
-        if type(row[-1]) is list:
-            return _JSON.encode(row)
-        return "[" + ", ".join([self[x] for x in row]) + "]"
+    """The record as indented JSON with sorted keys."""
+    return json.dumps(data, sort_keys=True, indent=1) + "\n"
 
 
 def _journal_text(boot: str, changes: list[tuple]) -> str:
     """The journal lines of ``changes``, one JSON object each with sorted keys: ``boot``,
     ``kind``, ``mount`` and ``path``; a write adds ``file`` and ``old`` (null for a file
-    of a cgroup being made), an enable the sorted ``controllers``. Each string is encoded
-    once (a 1000-pod setup journals ~11,000 changes in a handful of mounts, files and
-    cgroups)."""
-    enc = _Encoded()
-    head = '{"boot": ' + enc[boot] + ", "
+    of a cgroup being made), an enable the sorted ``controllers``."""
     lines = []
     for kind, mount, path, file, old, controllers in changes:
-        where = f'"mount": {enc[mount]}, '
+        entry: dict[str, object] = {"boot": boot, "kind": kind, "mount": mount, "path": path}
         if kind == "write":
-            shown = "null" if old is None else _JSON.encode(old)
-            lines.append(
-                f'{head}"file": {enc[file]}, "kind": "write", {where}"old": {shown}, '
-                f'"path": {enc[path]}}}\n'
-            )
+            entry.update(file=file, old=old)
         elif kind == "enable":
-            names = _JSON.encode(sorted(controllers))
-            lines.append(
-                f'{head}"controllers": {names}, "kind": "enable", {where}"path": {enc[path]}}}\n'
-            )
-        else:
-            lines.append(f'{head}"kind": {enc[kind]}, {where}"path": {enc[path]}}}\n')
+            entry["controllers"] = sorted(controllers)
+        lines.append(json.dumps(entry, sort_keys=True) + "\n")
     return "".join(lines)
 
 

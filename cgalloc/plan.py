@@ -20,7 +20,6 @@ import os
 import stat
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from json.encoder import encode_basestring_ascii as _string
 from typing import NamedTuple
 
 from cgalloc import core, procs
@@ -79,10 +78,7 @@ class Action(NamedTuple):
 
     def where(self, root: str) -> str:
         """The file or directory, relative to the cgroupfs root."""
-        return self.at(_below(root, self.mount, self.path))
-
-    def at(self, rel: str) -> str:
-        """:meth:`where`, given its cgroup's path relative to the root (``_below``'s)."""
+        rel = _below(root, self.mount, self.path)
         if self.kind in ("mkdir", "rmdir", "stop", "unit"):
             return rel or "."
         return os.path.join(rel, self.file) if rel else self.file
@@ -191,54 +187,15 @@ class Plan:
         lines = [a.describe(self.root) for a in self.actions]
         return lines + [f"{a.describe(self.root)} (no longer wanted)" for a in self.undo]
 
-    def to_json(self, actions: object = None) -> dict:
-        """The plan as reports have it; ``actions``: its actions' JSON, made already."""
-        if actions is None:
-            actions = [a.to_json(self.root) for a in self.actions]
+    def to_json(self) -> dict:
+        """The plan as reports have it."""
         return {
             "root": self.root,
-            "actions": actions,
+            "actions": [a.to_json(self.root) for a in self.actions],
             "undo": [a.to_json(self.root) for a in self.undo],
             "refusals": list(self.refusals),
             "warnings": list(self.warnings),
         }
-
-
-_PLAIN_KINDS = frozenset(("mkdir", "rmdir", "write", "enable", "restore"))
-_VALUED = frozenset(("write", "enable", "restore"))
-
-
-def actions_text(actions: Sequence[Action], root: str, depth: int) -> str | None:
-    """The JSON text of ``[a.to_json(root) for a in actions]`` as ``jsonout.dump`` writes it
-    at nesting ``depth``, made without the dicts (a 1000-pod setup reports ~11,000 actions,
-    and the dicts and their generic encoding cost ~4x this); the mounts, cgroups and values
-    they repeat are encoded once. None when an action has a key beyond these kinds' (a
-    process, a unit): the caller encodes the dicts."""
-    pad = "\n" + "  " * depth
-    if not actions:
-        return "[]"
-    i1, i2 = pad + "  ", pad + "    "
-    sep = "," + i2
-    seen: dict[str | None, str] = {None: "null"}
-    rels: dict[tuple[str, str], str] = {}
-    items = []
-    for a in actions:
-        if a.kind not in _PLAIN_KINDS or a.note:
-            return None
-        rel = rels.get((a.mount, a.path))
-        if rel is None:
-            rel = rels[(a.mount, a.path)] = _below(root, a.mount, a.path)
-        where = a.at(rel)
-        head = seen.get(a.kind) or seen.setdefault(a.kind, _string(a.kind))
-        cgroup = seen.get(a.cgroup) or seen.setdefault(a.cgroup, _string(a.cgroup))
-        if a.kind in _VALUED:
-            new = seen.get(a.new) or seen.setdefault(a.new, _string(a.new))
-            old = seen.get(a.old) or seen.setdefault(a.old, _string(a.old))
-            body = f'"action": {head}{sep}"cgroup": {cgroup}{sep}"new": {new}{sep}"old": {old}'
-        else:
-            body = f'"action": {head}{sep}"cgroup": {cgroup}'
-        items.append(f'{{{i2}{body}{sep}"path": {_string(where)}{i1}}}')
-    return "[" + i1 + ("," + i1).join(items) + pad + "]"
 
 
 # ---------------------------------------------------------------- live tree access (read only)

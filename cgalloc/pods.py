@@ -19,7 +19,7 @@ import functools
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from cgalloc import features
@@ -322,34 +322,13 @@ def _static_dir(path: str, problems: _Problems, out: _Admitted) -> None:
             out.add(pod)
 
 
-def pod_file_texts(paths: Sequence[str]) -> dict[str, str] | None:
-    """The text of every ``--pods`` path, read as :func:`load_pods` reads it; None when one
-    is a directory (static pods) or cannot be read: :func:`load_pods` then reads them itself
-    and refuses what it meets, in its order (a file's parse error before a later one's read
-    error)."""
-    if any(os.path.isdir(path) for path in paths):
-        return None
-    texts = {}
-    for path in paths:
-        try:
-            texts[path] = read_bounded(path, FIELD, LIMIT)
-        except InputError:
-            return None
-    return texts
-
-
-def load_pods(
-    paths: Sequence[str], admits: int | None = None, texts: Mapping[str, str] | None = None
-) -> list[Pod]:
+def load_pods(paths: Sequence[str], admits: int | None = None) -> list[Pod]:
     """The Pods of every ``--pods`` path; InputError listing every problem, nothing written.
-    More than ``admits`` pods (the node's pod capacity) is refused as soon as it is seen.
-    ``texts`` holds files already read (:func:`pod_file_texts`)."""
+    More than ``admits`` pods (the node's pod capacity) is refused as soon as it is seen."""
     problems = _Problems()
     pods = _Admitted(admits)
     for path in paths:
-        if texts is not None and path in texts:
-            text = texts[path]
-        elif os.path.isdir(path):
+        if os.path.isdir(path):
             _static_dir(path, problems, pods)
             continue
         else:

@@ -42,7 +42,7 @@ def start(argv: list[str]) -> None:
     if rest[:1] == ["--"]:
         rest = rest[1:]
     cgalloc.apply.SWITCHES = fake_switches(Path(base))
-    cli.run(rest)  # as the installed program runs it, once cgalloc.entry has imported it
+    cli.run(rest)  # as the installed program runs it
 
 
 if __name__ == "__main__":

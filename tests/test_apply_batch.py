@@ -8,8 +8,6 @@ per-change path); the real kernel runs the same path in tests/kernel."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from fakecgroup import snapshot
 
@@ -129,57 +127,6 @@ def test_a_path_no_kernel_call_takes_is_undone_like_a_failed_change(impl, progre
     assert state.load().is_empty()
 
 
-def test_without_progress_one_core_call_on_another_thread_while_this_one_prepares(
-    impl, tmp_path, monkeypatch
-):
-    """The ops are packed on the calling thread before the call's thread starts (it then
-    holds the GIL only to start and end the call), and made there in one call."""
-    root, state = _tree(tmp_path), StateDir(str(tmp_path / "state"))
-    p, calls, packs, prepared = _plan(root), [], [], []
-
-    def pack_ops(ops):
-        packs.append((len(ops), threading.get_ident()))
-        return impl.pack_ops(ops)
-
-    def apply_ops(ops, stop=None):
-        calls.append((len(ops), threading.get_ident(), type(ops)))
-        return impl.apply_ops(ops, stop)
-
-    monkeypatch.setattr(cgalloc.core, "pack_ops", pack_ops)
-    monkeypatch.setattr(cgalloc.core, "apply_ops", apply_ops)
-    roots = Roots(opener=impl.open_root, allow_any_fs=True)
-    with state.locked():
-        result = apply(
-            p, state, state.load(), roots=roots, switches=TestSwitches(allow_any_fs=True),
-            meanwhile=lambda: prepared.append(threading.get_ident()),
-        )  # fmt: skip
-    assert result.done == p.actions
-    assert packs == [(len(p.actions), threading.get_ident())]
-    assert [(n, kind) for n, _, kind in calls] == [(len(p.actions), cgalloc.core.Packed)]
-    assert prepared == [threading.get_ident()] and calls[0][1] != prepared[0]
-
-
-def test_the_record_prepared_meanwhile_is_the_one_made_after(impl, tmp_path):
-    """The record apply writes from what it prepared on its own thread is, byte for byte, the
-    one folded after the changes (the progress path's), over an earlier record too."""
-    texts = []
-    for progress in (None, [].append):
-        base = tmp_path / ("whole" if progress is None else "batches")
-        root, state = _tree(base), StateDir(str(base / "state"))
-        with state.locked():  # an earlier run's record: a value it changed, a cgroup it made
-            rec = state.load()
-            rec.note_change("write", str(root), "kubepods", "io.weight", "7")
-            rec.note_change("mkdir", str(root), "kubepods/earlier", "", None)
-            state.save(rec)
-        _apply(impl, root, state, _plan(root), progress)
-        texts.append((base / "state" / "owned.json").read_text().replace(str(base), "BASE"))
-    assert texts[0] == texts[1]
-    for held in ('"io.weight", "7"', "kubepods/earlier", "kubepods/pod0", f"pod{PODS - 1}"):
-        assert held in texts[0]
-    # the plan's last change (cpu.weight, 100 -> 50) is in the record too
-    assert '"kubepods", "cpu.weight", "100"' in texts[0]
-
-
 def test_the_callers_record_object_holds_the_changes_after_the_whole_plan(impl, tmp_path):
     """Later steps (setup's converge, its memo) update and save the record object apply was
     given: after the whole-plan path it holds every change, as the saved file does."""
@@ -190,19 +137,6 @@ def test_the_callers_record_object_holds_the_changes_after_the_whole_plan(impl, 
         apply(_plan(root), state, record, roots=roots, switches=TestSwitches(allow_any_fs=True))
         assert record == state.load()
     assert len(record.created) == PODS and record.boot == state.boot
-
-
-def test_no_thread_to_start_makes_the_plan_on_this_one(impl, tmp_path, monkeypatch):
-    # a pids limit reached: Thread.start raises RuntimeError("can't start new thread")
-    def refuse(self):
-        raise RuntimeError("can't start new thread")
-
-    monkeypatch.setattr(threading.Thread, "start", refuse)
-    root, state = _tree(tmp_path), StateDir(str(tmp_path / "state"))
-    p = _plan(root)
-    assert _apply(impl, root, state, p).done == p.actions
-    assert len(state.load().created) == PODS
-    assert not (tmp_path / "state" / "journal.jsonl").exists()
 
 
 @pytest.mark.parametrize("n", [0, 5, PODS + 1])
@@ -230,18 +164,3 @@ def test_a_mount_whose_root_cannot_be_opened_fails_its_first_change(impl, progre
     assert snapshot(root) == before
 
 
-def test_an_exception_while_preparing_leaves_the_run_as_without_it(impl, tmp_path):
-    root, state = _tree(tmp_path), StateDir(str(tmp_path / "state"))
-    p = _plan(root)
-
-    def broken():
-        raise RuntimeError("a bug in the caller's preparing")
-
-    roots = Roots(opener=impl.open_root, allow_any_fs=True)
-    with state.locked():
-        result = apply(
-            p, state, state.load(), roots=roots, switches=TestSwitches(allow_any_fs=True),
-            meanwhile=broken,
-        )  # fmt: skip
-    assert result.done == p.actions
-    assert len(state.load().created) == PODS

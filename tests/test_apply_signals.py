@@ -299,45 +299,8 @@ def _apply_held(tmp_path: Path, then: Callable[[_Fifo], None], raises: type) -> 
     return info.value, fifo.read(), sorted(os.listdir(root / "kubepods"))
 
 
-def test_a_signal_stops_the_one_core_call_before_its_next_change(tmp_path):
-    # No progress lines: the whole plan is one core call on a second thread. A signal while
-    # that call runs sets the guard's stop flag, and the call stops before its next change:
-    # here the second change, a write into a FIFO, holds the call until this thread (in
-    # apply's meanwhile) has signalled and then opened the FIFO's reading end.
-    def signal_then_read(fifo: _Fifo) -> None:
-        try:
-            os.kill(os.getpid(), signal.SIGTERM)
-        finally:
-            # the handler has run (this thread is the main one): open the reading end, so the
-            # write is made; the rollback's write of the old value goes into the pipe as well
-            fifo.open_reader()
-
-    error, written, left = _apply_held(tmp_path, signal_then_read, Interrupted)
-    assert str(error) == (
-        "setup interrupted by SIGTERM; all 2 earlier changes were undone, the node is as it was."
-    )
-    assert written.startswith(b"1")  # the change was made (then its undo wrote the old value)
-    assert left == ["fifo"]
-    assert _left(tmp_path / "state") in ([], ["lock"])
-
-
 class Raised(BaseException):
     """What a library caller's own signal handler might raise in apply's thread."""
-
-
-def test_an_exception_in_the_waiting_thread_stops_the_changes_before_it_is_raised(tmp_path):
-    # The thread that waits for the core call is interrupted by an exception (not setup's
-    # guard: a caller's handler): the changes stop at the next one, as at a signal, and the
-    # exception is raised only once the call has ended; what was made is the journal's.
-    def raise_then_read(fifo: _Fifo) -> None:
-        threading.Timer(0.1, fifo.open_reader).start()  # after the stop flag is set
-        raise Raised
-
-    _error, written, left = _apply_held(tmp_path, raise_then_read, Raised)
-    assert written == b"1"
-    assert not [t for t in threading.enumerate() if t.name == "cgalloc-apply"]
-    assert left == ["fifo", "pod0"]  # stopped after the FIFO's write
-    assert (tmp_path / "state" / "journal.jsonl").exists()
 
 
 def test_guard_only_in_the_main_thread_and_not_over_an_ignored_signal(tripwire):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import re
@@ -164,17 +163,6 @@ def test_watch_refreshes_count_times_and_rates_from_the_previous_sample(capsys, 
     second = next(line for line in tables[1].splitlines() if line.startswith("/kubepods "))
     assert first.split()[2] == "-"  # one sample: no rate yet
     assert second.split()[2] == "0.000"
-
-
-def test_watch_turns_the_cycle_collector_back_on(capsys, v2_tree):
-    # cli.run turns it off for one-shot commands; a watch runs for days
-    gc.disable()
-    try:
-        code, _out, _ = run(capsys, "--cgroupfs", v2_tree, "--watch", "0.01", "--count", "1")
-        assert code == 0
-        assert gc.isenabled()
-    finally:
-        gc.enable()
 
 
 def test_watch_follows_pods_that_appear(capsys, v2_tree, monkeypatch):

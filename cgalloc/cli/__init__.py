@@ -1,16 +1,13 @@
 """The ``cgalloc`` command line: parses, calls one operation, renders. No logic of its own.
 
-The commands are a typer app (``cgalloc/cli/group.py``), imported only when :func:`main` needs
-it: a ``stats`` command line in the forms ``cgalloc/cli/fast.py`` reads runs without typer,
-whose import is about 30 ms of a 1000-pod ``stats -o json``; any other goes to typer. This
-module holds what both share: the program's stdout, its SIGINT handling, and the error lines
-and exit statuses of :func:`main`.
+The commands are a typer app (``cgalloc/cli/group.py``). This module holds the program's entry
+(:func:`run`), its stdout, its SIGINT handling, and the error lines and exit statuses of
+:func:`main`.
 """
 
 from __future__ import annotations
 
 import errno
-import gc
 import io
 import signal
 import sys
@@ -39,12 +36,8 @@ COMPLETE_VAR = "_CGALLOC_COMPLETE"
 
 
 def run(argv: list[str] | None = None) -> None:
-    """The ``cgalloc`` program, as :func:`cgalloc.entry.run` (console script, ``python -m
-    cgalloc``) calls it once it has imported this module with the collector already off:
-    :func:`main` without the cyclic garbage collector. A one-shot command's objects die with
-    its process, so its scans would be wasted work. ``stats --watch``, the one command that
-    lives on, turns it back on. :func:`main` itself leaves the caller's setting alone."""
-    gc.disable()
+    """The ``cgalloc`` program (console script, ``python -m cgalloc``): :func:`main` with the
+    program's own stdout."""
     _own_stdout()
     main(argv)
 
@@ -125,13 +118,6 @@ def main(argv: list[str] | None = None) -> None:
 
 def _invoke(argv: list[str] | None) -> None:
     """The command line, as click's standalone mode runs it: it ends in SystemExit."""
-    args = sys.argv[1:] if argv is None else list(argv)
-    if args[:1] == ["stats"]:  # the one command fast.py reads: no other line imports it
-        from cgalloc.cli import fast
-
-        call = fast.stats_command(args[1:])
-        if call is not None:
-            fast.invoke(call)
     from cgalloc.cli.group import app
 
     app(args=argv, prog_name="cgalloc", standalone_mode=True)

@@ -2,8 +2,7 @@
 
 Each sub-command lives in its own module and registers itself with ``register(app)``. Modules are
 imported only when their command runs (a lazy command group): ``cgalloc show`` pays for what
-``show`` uses, and ``cgalloc --help`` for typer alone. ``cgalloc.cli.main`` imports this module
-only for a command line ``cgalloc/cli/fast.py`` does not run itself.
+``show`` uses, and ``cgalloc --help`` for typer alone.
 """
 
 from __future__ import annotations

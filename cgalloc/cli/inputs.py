@@ -1,11 +1,10 @@
 """The node-input options every command shares, and the decorator that adds them.
 
-The options are data here (no typer): ``cgalloc/cli/signature.py``'s ``@node_inputs`` adds them
-to a typer command, and ``cgalloc/cli/fast.py`` reads them itself. Either hands the command one
-``inputs: NodeInputs``; ``inputs.load()`` returns ``(NodeConfig, capacity)`` or raises
-InputError with every problem. The kubelet's boolean flags parse as the kubelet (pflag) parses
-them: bare ``--flag`` is true, ``--flag=false`` sets a value, and a separate ``--flag false`` is
-refused.
+The options are data here: ``cgalloc/cli/signature.py``'s ``@node_inputs`` adds them to a typer
+command, which gets one ``inputs: NodeInputs``; ``inputs.load()`` returns ``(NodeConfig,
+capacity)`` or raises InputError with every problem. The kubelet's boolean flags parse as the
+kubelet (pflag) parses them: bare ``--flag`` is true, ``--flag=false`` sets a value, and a
+separate ``--flag false`` is refused.
 """
 
 from __future__ import annotations

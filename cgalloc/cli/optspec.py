@@ -1,10 +1,8 @@
 """Options as data, and the converters of their values; no typer here.
 
-An :class:`Opt` is read by both parsers of a command line: typer's, which builds the command,
-its help and its usage errors (``cgalloc/cli/signature.py``), and ``cgalloc/cli/fast.py``'s,
-which runs ``stats`` without importing typer. The converters are those typer's path uses too
-(``cgalloc/cli/group.py`` puts them in place of typer's pydantic coercion), so a value means
-the same on both.
+An :class:`Opt` becomes a typer option in ``cgalloc/cli/signature.py``. The converters take the
+place of typer's pydantic coercion (``cgalloc/cli/group.py``), whose import would cost more
+than ``show`` computes.
 """
 
 from __future__ import annotations

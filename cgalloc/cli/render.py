@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import codecs
 import enum
 import json
-import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -57,25 +55,16 @@ def aligned(rows: Sequence[Sequence[str]], padding: int = 2) -> list[str]:
 
 
 def dumps(data: object, fmt: OutputFormat, compact: bool = False) -> str:
-    """``data`` as JSON or YAML text with sorted keys.
-
-    ``compact`` JSON is one line, as the kubelet's /stats/summary answers; it goes through the
-    json module's C encoder, ~10x faster than the indenting one on a 1000-pod summary.
-    """
+    """``data`` as JSON or YAML text with sorted keys; ``compact`` JSON is one line, as the
+    kubelet's /stats/summary answers."""
     if fmt is OutputFormat.json:
         if compact:
             return json.dumps(data, sort_keys=True, separators=(",", ":"))
-        from cgalloc import jsonout  # the indenting json encoder is pure Python: ~2x slower
+        return json.dumps(data, sort_keys=True, indent=2)
+    import yaml
 
-        return jsonout.dump(data)
-    from cgalloc import yamlout  # PyYAML's bytes without its import; it for the rest
-
-    try:
-        return yamlout.dump(data).rstrip("\n")
-    except yamlout.Unsupported:
-        import yaml
-
-        return yaml.safe_dump(data, sort_keys=True, default_flow_style=False).rstrip("\n")
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(data, Dumper=dumper, sort_keys=True, default_flow_style=False).rstrip("\n")
 
 
 def printable(text: str) -> str:
@@ -99,43 +88,15 @@ def _shown_char(c: str) -> str:
 
 def emit(data: object, fmt: OutputFormat, table: Callable[[], str]) -> None:
     """Print ``data`` in ``fmt``; ``table`` renders the human-readable form."""
-    if fmt is OutputFormat.json and sys.stdout is not None:
-        # JSON text is ASCII with every control character escaped, so the ANSI codes
-        # click.echo looks for off a terminal cannot be in it; its scan of a 1000-pod setup
-        # report (~5 MB) cost as much again as writing it
-        sys.stdout.write(dumps(data, fmt) + "\n")
-        sys.stdout.flush()
-        return
     echo(printable(table()) if fmt is OutputFormat.table else dumps(data, fmt))
 
 
 def echo(text: str, err: bool = False) -> None:
-    """``text`` and a newline on stdout (stderr with ``err``), flushed, as ``click.echo``
-    writes them: each ``stats --watch`` sample reaches a pipe when it is taken, and a stream
-    whose encoding is ASCII (``PYTHONIOENCODING=ascii``, an ASCII locale) gets UTF-8, as
-    click rewraps such a stream, where writing the text would raise UnicodeEncodeError (or
-    escape it, on stderr). Without click's scan for ANSI codes to strip off a terminal: the
-    text cgalloc prints has none (:func:`printable` escapes ESC, JSON and YAML escape every
-    control character; ``stats --watch`` clears the screen only on a terminal)."""
-    stream = sys.stderr if err else sys.stdout
-    if stream is None:  # as click.echo: no stream, nothing written
-        return
-    line = text + "\n"
-    raw = getattr(stream, "buffer", None)
-    if raw is not None and not line.isascii() and _ascii(stream):
-        stream.flush()
-        raw.write(line.encode("utf-8", "surrogateescape"))
-    else:
-        stream.write(line)
-    stream.flush()
+    """``text`` and a newline on stdout (stderr with ``err``), flushed: each ``stats --watch``
+    sample reaches a pipe when it is taken."""
+    import typer
 
-
-def _ascii(stream: object) -> bool:
-    encoding = getattr(stream, "encoding", None) or "ascii"
-    try:
-        return codecs.lookup(encoding).name == "ascii"
-    except LookupError:
-        return False
+    typer.echo(text, err=err)
 
 
 def warn(messages: Sequence[str]) -> None:

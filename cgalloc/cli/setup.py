@@ -6,16 +6,13 @@ the root check and the report layout.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import typer
 
-from cgalloc import plan_memo
 from cgalloc.allocatable import pods_capacity
 from cgalloc.apply import (
     Interrupted,
@@ -32,7 +29,7 @@ from cgalloc.apply import (
 )
 from cgalloc.apply import switches as current_switches
 from cgalloc.capacity import node_cpus
-from cgalloc.cgroupfs import Hierarchy, detect
+from cgalloc.cgroupfs import detect
 from cgalloc.cli.inputs import NodeInputs, enforcement_warnings, node_capacity
 from cgalloc.cli.options import (
     TREE_PANEL,
@@ -45,12 +42,11 @@ from cgalloc.cli.options import (
 from cgalloc.cli.render import OutputFormat, emit, output_option, printable, warn
 from cgalloc.cli.signature import NodeInputsCommand, add_options, node_inputs
 from cgalloc.config import NodeConfig
-from cgalloc.errors import CgallocError, HostError, InputError
+from cgalloc.errors import HostError, InputError
 from cgalloc.limits import WEIGHT_FORMULAS
-from cgalloc.ownership import Record, StateDir
-from cgalloc.plan import Action, Plan, actions_text, node_plan, require_no_refusals
-from cgalloc.plan_memo import inputs_digest
-from cgalloc.pods import load_pods, pod_file_texts, resize_warnings
+from cgalloc.ownership import StateDir
+from cgalloc.plan import Action, Plan, node_plan, require_no_refusals
+from cgalloc.pods import load_pods, resize_warnings
 from cgalloc.systemd import (
     SYSTEMD_CONTROLLERS,
     Systemd,
@@ -107,9 +103,8 @@ class TreeOptions:
         running = systemd_running() and not switches.allow_any_fs
         return use_dbus(self.systemd_mode, driver, running)
 
-    def basis(self, cfg: NodeConfig, switches: TestSwitches) -> PlanBasis:
-        """What the plan is made from besides ``cfg``, read once: the one setup plans from is
-        the one its memo's digest covers (plan_memo)."""
+    def plan(self, cfg: NodeConfig, switches: TestSwitches) -> Plan:
+        """The plan for ``cfg`` (loaded once by the command) on this host's tree."""
         if self.weight_formula not in WEIGHT_FORMULAS:
             raise InputError(
                 f"--cpu-weight-formula {self.weight_formula!r} is not one of "
@@ -124,10 +119,27 @@ class TreeOptions:
                     " file the kubelet reads static pods from."
                 )
             paths.append(cfg.static_pod_path)
-        texts = pod_file_texts(paths)
         hierarchy = detect(self.cgroupfs, switches.mountinfo)
-        cpus = node_cpus(cfg.capacity_overrides)
-        return PlanBasis(capacity, paths, texts, hierarchy, cpus)
+        delegated = SYSTEMD_CONTROLLERS if self.dbus(cfg.cgroup_driver, switches) else frozenset()
+        admits = pods_capacity(cfg, capacity).value()
+        pods = load_pods(paths, admits) if paths else []
+        moves = self.moves()
+        p, _ = node_plan(
+            cfg,
+            capacity,
+            hierarchy,
+            pods,
+            weight_formula=self.weight_formula,
+            create_reserved=self.create_reserved,
+            moves=moves,
+            delegated=delegated,
+            cpus=node_cpus(cfg.capacity_overrides),
+        )
+        p.warnings[:0] = resize_warnings(pods)  # in -o json's warnings too
+        warn(p.warnings)
+        if moves:
+            warn([PROCS_DO_NOT_PERSIST])
+        return p
 
     def moves(self) -> list[tuple[str, list[str]]]:
         """(role, process names) to move into that role's cgroup."""
@@ -139,51 +151,6 @@ class TreeOptions:
             )
             if names
         ]
-
-    def memo_key(self, cfg: NodeConfig, basis: PlanBasis, dbus: bool) -> str | None:
-        """The digest of every input of the plan (plan_memo), or None where setup keeps no
-        memo: processes to move, systemd units over D-Bus, static pods from a directory."""
-        if dbus or self.moves() or basis.texts is None:
-            return None
-        texts = basis.texts
-        return inputs_digest(
-            [cfg, basis.capacity, basis.hierarchy, sorted(basis.cpus), self.cgroupfs,
-             self.weight_formula, self.create_reserved, [(p, texts[p]) for p in basis.paths]]
-        )  # fmt: skip
-
-    def plan(self, cfg: NodeConfig, switches: TestSwitches, basis: PlanBasis | None = None) -> Plan:
-        """The plan for ``cfg`` (loaded once by the command) on this host's tree."""
-        basis = basis or self.basis(cfg, switches)
-        delegated = SYSTEMD_CONTROLLERS if self.dbus(cfg.cgroup_driver, switches) else frozenset()
-        admits = pods_capacity(cfg, basis.capacity).value()
-        pods = load_pods(basis.paths, admits, basis.texts) if basis.paths else []
-        moves = self.moves()
-        p, _ = node_plan(
-            cfg,
-            basis.capacity,
-            basis.hierarchy,
-            pods,
-            weight_formula=self.weight_formula,
-            create_reserved=self.create_reserved,
-            moves=moves,
-            delegated=delegated,
-            cpus=basis.cpus,
-        )
-        p.warnings[:0] = resize_warnings(pods)  # in -o json's warnings too
-        warn(p.warnings)
-        if moves:
-            warn([PROCS_DO_NOT_PERSIST])
-        return p
-
-
-class PlanBasis(NamedTuple):
-    """The host and files a plan is made from (TreeOptions.basis)."""
-
-    capacity: dict
-    paths: list[str]  # --pods files (and staticPodPath)
-    texts: dict[str, str] | None  # their text; None when one is a directory
-    hierarchy: Hierarchy
-    cpus: frozenset[int]
 
 
 def _names(values: list[str]) -> list[str]:
@@ -387,34 +354,13 @@ def register(app: typer.Typer) -> None:
             require_no_refusals(p, force)
             return
         require_root(switches)
-        try:
-            basis: PlanBasis | None = tree.basis(cfg, switches)
-        except CgallocError:
-            basis = None  # no memo: the full run meets the refusal where it always has
-        key = tree.memo_key(cfg, basis, dbus) if basis else None
         signals = SignalGuard()  # entered around the changes only
-        units = None
-        ready: dict[str, object] = {}  # what prepare_ready made while the core made the changes
         with state.locked():
-            p = plan_memo.in_sync(state, key, basis.hierarchy) if basis and key else None
-            if p is not None:  # the memo's tree holds: nothing to change, as a full plan finds
-                warn(p.warnings)
-                warn(enforcement_warnings(cfg))
-                result = cleaned = Result(p.root)
-                started: set[str] = set()
-            else:
-                prepare = functools.partial(prepare_ready, ready, key is not None, output, quiet)
-                p, record, result, cleaned, units, started = _plan_and_apply(
-                    tree, cfg, switches, basis, state, state_dir, dbus, force, output, quiet,
-                    signals, prepare,
-                )  # fmt: skip
-                keep = key is not None and signals.signo is None
-                if keep and not cleaned.kept and not cleaned.left:
-                    plan_memo.save(state, key, p, record, ready.get("mounts"))
-                else:
-                    plan_memo.forget(state)
+            p, result, cleaned, units, started = _plan_and_apply(
+                tree, cfg, switches, state, state_dir, dbus, force, output, quiet, signals
+            )
         if not quiet or cleaned.kept:  # kept is a failure: said even with --quiet
-            doc = report_doc(p, result, ready)
+            doc = {"dryRun": False, "plan": p.to_json(), **result.to_json()}
             lines = [f"{a.describe(p.root)} (no longer wanted)" for a in cleaned.done]
             lines += [f"kept {k}" for k in cleaned.kept]
             if units is not None:
@@ -437,47 +383,10 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1)
 
 
-def prepare_ready(ready: dict, memo: bool, output: OutputFormat, quiet: bool, plan: Plan) -> None:
-    """Into ``ready``, what setup writes after the changes that ``plan`` alone decides: the
-    memo's mounts, and the report's plan and (for a run that makes every change) done list —
-    for -o json as their text. apply calls it as its ``meanwhile``: while the core makes the
-    changes on another thread."""
-    if memo:
-        ready["mounts"] = plan_memo.mounts_text(plan)
-    if quiet or output is OutputFormat.table:
-        return
-    if output is OutputFormat.json:
-        from cgalloc import jsonout
-
-        def dicts() -> list[dict]:  # only where the text cannot be placed as it is
-            return [a.to_json(plan.root) for a in plan.actions]
-
-        # the same actions twice: done's text (a top-level key) is the plan's one level deeper
-        text = actions_text(plan.actions, plan.root, 1)
-        if text is None:
-            done = jsonout.Encoded(dicts(), 1)
-        else:
-            done = jsonout.Encoded.ahead(text, 1, dicts)
-        ready["plan"], ready["done"] = jsonout.Encoded(plan.to_json(done.deeper()), 1), done
-    else:  # the same dicts twice would be one YAML node and an alias to it
-        ready["plan"], ready["done"] = plan.to_json(), plan.to_json()["actions"]
-
-
-def report_doc(plan: Plan, result: Result, ready: dict) -> dict:
-    """The report of a run that applied ``plan``, with what :func:`prepare_ready` made of it: its
-    plan, and its done list only when the run made exactly the plan's actions (a process
-    gone before its move is not in ``result.done``)."""
-    done = ready.get("done") if result.done == plan.actions else None
-    doc = {"dryRun": False, "plan": ready.get("plan") or plan.to_json()}
-    doc.update(result.to_json(done))
-    return doc
-
-
 def _plan_and_apply(
     tree: TreeOptions,
     cfg: NodeConfig,
     switches: TestSwitches,
-    basis: PlanBasis | None,
     state: StateDir,
     state_dir: str,
     dbus: bool,
@@ -485,16 +394,15 @@ def _plan_and_apply(
     output: OutputFormat,
     quiet: bool,
     signals: SignalGuard,
-    prepare: Callable[[Plan], None],
-) -> tuple[Plan, Record, Result, Result, SystemdUnits | None, set[str]]:
+) -> tuple[Plan, Result, Result, SystemdUnits | None, set[str]]:
     """setup's full run under the state lock: load and check the record, plan, show the plan,
-    apply it (``prepare(plan)`` meanwhile) and undo what is no longer wanted, with ``signals``
-    guarding the changes. Returns the plan, the record as the run left it, what apply and
-    converge did, the systemd units and those the record held before."""
+    apply it and undo what is no longer wanted, with ``signals`` guarding the changes.
+    Returns the plan, what apply and converge did, the systemd units and those the record
+    held before."""
     record = state.load()
     warn(state.notes)
     check_managed(tree.cgroupfs, record)
-    p = tree.plan(cfg, switches, basis)
+    p = tree.plan(cfg, switches)
     require_no_refusals(p, force)
     warn(enforcement_warnings(cfg))
     units = client = None
@@ -518,14 +426,13 @@ def _plan_and_apply(
     # stay (they are recorded), converge stops, and the run ends with 128 + signo.
     with signals:
         result: Result = apply(
-            p, state, record, switches=switches, units=units, on_done=on_done,
-            signals=signals, meanwhile=functools.partial(prepare, p),
-        )  # fmt: skip
+            p, state, record, switches=switches, units=units, on_done=on_done, signals=signals
+        )
         cleaned = converge(
             p, state, record, stale, switches=switches, systemd=client,
             units=unit_record, stale_u=stale_u, signals=signals,
         )  # fmt: skip
-    return p, record, result, cleaned, units, started
+    return p, result, cleaned, units, started
 
 
 def late_signal(signo: int, result: Result, cleaned: Result) -> str:

@@ -82,7 +82,7 @@ def typer_option(opt: Opt) -> typer.models.OptionInfo:
 
 def options(table: Sequence[Opt]) -> Callable[[Callable[..., object]], Callable[..., object]]:
     """Give a typer command the options of ``table`` as one ``values`` parameter, a dict by
-    parameter name (what ``cgalloc/cli/fast.py`` hands the same command)."""
+    parameter name."""
 
     def add(command: Callable[..., object]) -> Callable[..., object]:
         params = [

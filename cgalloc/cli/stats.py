@@ -3,7 +3,6 @@ in the shape of the kubelet's ``/stats/summary``."""
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import time
@@ -314,7 +313,7 @@ def run_stats(
     sort_by: stats_table.SortBy,
     no_headers: bool,
 ) -> None:
-    """``cgalloc stats`` with its options' values (:data:`OPTIONS`), from either parser."""
+    """``cgalloc stats`` with its options' values (:data:`OPTIONS`)."""
     _positive(watch, "--watch")
     if count < 0:
         raise InputError("--count must be a whole number of refreshes, 0 or more.")
@@ -351,7 +350,6 @@ def run_stats(
             _show(*run.frame(*run.sample(), view, name))
             return
         separator = _SEPARATORS[output]
-        gc.enable()  # cli.run turned it off for one-shot commands; a watch lives on
         done = 0
         shown: list[str] = []
         while True:

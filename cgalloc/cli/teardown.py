@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import typer
 
-from cgalloc import plan_memo
 from cgalloc.apply import peek_units, preview_teardown, teardown
 from cgalloc.apply import switches as current_switches
 from cgalloc.cli.options import cgroupfs_option, dry_run_option, quiet_option, state_dir_option
@@ -61,7 +60,6 @@ def register(app: typer.Typer) -> None:
             return
         require_root(switches)
         with state.locked(create=False):
-            plan_memo.forget(state)  # the tree it describes is being undone
             record = state.load()
             warn(state.notes)
             # after load: an earlier boot's systemd record is discarded there

@@ -329,10 +329,9 @@ def test_reserved_procs_are_moved_into_the_kube_reserved_cgroup(tmp_path):
         assert down.returncode == 0, down.stdout + down.stderr
 
 
-def test_json_setup_makes_the_tree_in_lanes_as_verify_wants_it(tmp_path):
-    # -o json (no progress lines): the whole plan in one core call per lane — on v1 the
-    # hierarchies in two lanes side by side (cgalloc/lanes.py; this VM has two vCPUs), on v2
-    # one. Every change is made: verify finds nothing to do, teardown restores the tree.
+def test_json_setup_makes_the_tree_as_verify_wants_it(tmp_path):
+    # -o json (no progress lines): the plan in batched core calls. Every change is made:
+    # verify finds nothing to do, teardown restores the tree.
     before = listing()
     pods = [manifest(f"lane{i}", {"limits": {"cpu": "100m", "memory": "64Mi"}}) for i in range(40)]
     pods_file = tmp_path / "pods.json"
