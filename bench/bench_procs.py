@@ -19,8 +19,8 @@ import subprocess
 import sys
 
 from bench.rounds import Contender, interleave, per_round, spread, timed
-from cgalloc import procs
-from cgalloc.capacity import mem_total_bytes
+from cgalloc.host import procs
+from cgalloc.host.capacity import mem_total_bytes
 
 # Daemons `setup --move-daemons` looks for, plus init, which every host has.
 NAMES = ["kubelet", "containerd", "crio", "dockerd", "systemd", "init"]
@@ -52,7 +52,7 @@ def psutil_mem_total() -> int:
     return psutil.virtual_memory().total
 
 
-READERS = "import cgalloc.procs, cgalloc.capacity"
+READERS = "import cgalloc.host.procs, cgalloc.host.capacity"
 
 
 def _process(code: str) -> float:

@@ -43,15 +43,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import fakecgroup
 
-import cgalloc.apply
 import cgalloc.cli.inputs
+import cgalloc.ops.apply
 from bench import results
 from bench.trees import build_c
-from cgalloc.apply import TestSwitches
-from cgalloc.cgroupfs import detect
 from cgalloc.cli import main
-from cgalloc.config import load_node_config
-from cgalloc.plan import hierarchy_mounts
+from cgalloc.host.cgroupfs import detect
+from cgalloc.inputs.config import load_node_config
+from cgalloc.ops.apply import TestSwitches
+from cgalloc.ops.plan import hierarchy_mounts
 
 PODS = int(os.environ.get("CGALLOC_BENCH_PODS", "1000"))
 
@@ -264,14 +264,14 @@ class Node:
 
 @pytest.fixture(scope="module", autouse=True)
 def _env():
-    saved = cgalloc.apply.SWITCHES
+    saved = cgalloc.ops.apply.SWITCHES
     read = cgalloc.cli.inputs.read_capacity
     if REAL:
         # the planned node of NODE's --capacity (as tests/kernel/planned.py gives the VM tests)
         planned = load_node_config({"capacity": [NODE[1]]}).capacity_overrides
         cgalloc.cli.inputs.read_capacity = lambda root_dir: {**read(root_dir), **planned}
     yield
-    cgalloc.apply.SWITCHES = saved
+    cgalloc.ops.apply.SWITCHES = saved
     cgalloc.cli.inputs.read_capacity = read
     if RESULTS:
         where = "real cgroupfs" if REAL else "fake v2 tree"
@@ -282,7 +282,7 @@ def _fresh() -> Node:
     node = Node()
     if not REAL:
         # the fake tree, installed in-process (the tool reads no test switch from anywhere)
-        cgalloc.apply.SWITCHES = TestSwitches(True, KERNEL, str(node.base / "mountinfo"))
+        cgalloc.ops.apply.SWITCHES = TestSwitches(True, KERNEL, str(node.base / "mountinfo"))
     return node
 
 

@@ -29,7 +29,7 @@ import tempfile
 from bench import trees
 from bench.report import Suite, Target
 from bench.rounds import Contender, interleave, process
-from cgalloc import stats
+from cgalloc.ops import stats
 
 NODE = [
     "--capacity", "cpu=32,memory=128Gi,pid=4194304,ephemeral-storage=500Gi",

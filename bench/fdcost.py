@@ -162,7 +162,7 @@ def _rss_kib() -> int:
 def child() -> None:
     """In the measured cgroup: a cold read (nothing kept), then on "go" the two samples that
     open and settle the policy's samplers; replies "<RSS delta KiB> <fds kept>"."""
-    from cgalloc import stats
+    from cgalloc.ops import stats
 
     job = json.loads(sys.stdin.readline())
     h, plain = stats.open_hierarchy(job["root"])

@@ -17,8 +17,8 @@ import subprocess
 from bench import fdcost, naive, trees
 from bench.report import Suite, Target
 from bench.rounds import ROUNDS, Contender, idle_cores, interleave, process, timed
-from cgalloc import stats
-from cgalloc.core.records import MAX, OK
+from cgalloc.host.core.records import MAX, OK
+from cgalloc.ops import stats
 
 COLD_FLOOR = "floor open/read/close (C)"
 WARM_FLOOR = "floor, the sampler's access pattern (C)"

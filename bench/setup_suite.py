@@ -26,7 +26,7 @@ from bench import bench_setup as bs
 from bench.report import Suite, Target
 from bench.rounds import Contender, interleave, process, timed
 from bench.trees import build_c
-from cgalloc.cgroupfs import detect
+from cgalloc.host.cgroupfs import detect
 
 CGALLOC_COLD = "cgalloc setup, cold"
 CGALLOC_QUIET = "cgalloc setup --quiet, cold"

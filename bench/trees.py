@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from bench import faketree
-from cgalloc import core, stats
-from cgalloc.cgroupfs import Hierarchy
+from cgalloc.host import core
+from cgalloc.host.cgroupfs import Hierarchy
+from cgalloc.ops import stats
 
 PODS = int(os.environ.get("CGALLOC_BENCH_PODS", "1000"))
 CONTAINERS = 3
@@ -70,8 +71,8 @@ def fake(version: str, pods: int = PODS) -> Iterator[Case]:
 
 def real_unavailable() -> str:
     """Why no real tree can be made here, or "" when it can."""
-    from cgalloc.cgroupfs import detect
     from cgalloc.errors import HostError
+    from cgalloc.host.cgroupfs import detect
 
     try:
         h = detect()
@@ -101,7 +102,7 @@ def _real_mounts(h: Hierarchy) -> dict[str, str]:
 def real(pods: int = PODS, suffix: str = "") -> Iterator[Case]:
     """``cgalloc-test-bench-<pid><suffix>`` with the kubepods layout, removed afterwards (a
     suffix tells apart trees of other sizes that exist at the same time)."""
-    from cgalloc.cgroupfs import detect
+    from cgalloc.host.cgroupfs import detect
 
     h = detect()
     mounts = _real_mounts(h)

@@ -1,4 +1,4 @@
-/* apply_batch: a setup's mkdirs and writes made in one call, for cgalloc.core.apply_ops.
+/* apply_batch: a setup's mkdirs and writes made in one call, for cgalloc.host.core.apply_ops.
  *
  * Its declarations are a cdef block of their own (csrc/build_core.py reads each header),
  * apart from cgcore.h's read core.

@@ -1,5 +1,5 @@
 """cffi API-mode build of the C core: compiles csrc/cgcore.c and csrc/apply_batch.c into
-``cgalloc.core._cgcore``."""
+``cgalloc.host.core._cgcore``."""
 
 import os
 import re
@@ -28,7 +28,7 @@ ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
 ffibuilder.cdef(BATCH_CDEF)
 ffibuilder.set_source(
-    "cgalloc.core._cgcore",
+    "cgalloc.host.core._cgcore",
     '#include "cgcore.h"\n#include "apply_batch.h"',
     sources=[os.path.relpath(HERE / "cgcore.c"), os.path.relpath(HERE / "apply_batch.c")],
     include_dirs=[os.path.relpath(HERE)],

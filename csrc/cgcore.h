@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Per-cell status codes (mirrored in cgalloc/core/records.py). */
+/* Per-cell status codes (mirrored in cgalloc/host/core/records.py). */
 #define CG_OK 0           /* value holds the number */
 #define CG_MAX 1          /* "max" or "-1": no limit; value is 0 */
 #define CG_ENOENT 2       /* the cgroup or the file is gone */

@@ -199,7 +199,7 @@ def snapshot(root: Path) -> dict[str, str | None]:
 
 def fake_hierarchy(base: Path, version: str):
     """A fake tree of ``version`` under ``base`` and the Hierarchy cgroupfs.detect sees in it."""
-    from cgalloc.cgroupfs import detect
+    from cgalloc.host.cgroupfs import detect
 
     root = make_tree(base, version)
     return root, detect(str(root), str(base / "mountinfo"))
@@ -207,7 +207,7 @@ def fake_hierarchy(base: Path, version: str):
 
 def fake_switches(base: Path, kernel=None):
     """The apply switches for the fake tree under ``base`` (see :func:`make_tree`)."""
-    from cgalloc.apply import TestSwitches
+    from cgalloc.ops.apply import TestSwitches
 
     return TestSwitches(
         allow_any_fs=True,
@@ -224,6 +224,6 @@ def reboot(base: Path) -> None:
 
 def use_fake_tree(monkeypatch, base: Path, kernel=None) -> None:
     """Make the CLI commands run in this process act on the fake tree under ``base``."""
-    import cgalloc.apply
+    import cgalloc.ops.apply
 
-    monkeypatch.setattr(cgalloc.apply, "SWITCHES", fake_switches(base, kernel))
+    monkeypatch.setattr(cgalloc.ops.apply, "SWITCHES", fake_switches(base, kernel))

@@ -15,13 +15,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fakecgroup import fake_switches
 
-import cgalloc.apply
+import cgalloc.ops.apply
 from cgalloc import cli
 
 
 def pause_after(changes: int) -> None:
     """Make apply stop before change ``changes + 1`` (so exactly ``changes`` are made)."""
-    perform = cgalloc.apply._perform
+    perform = cgalloc.ops.apply._perform
     seen = [0]
 
     def pausing(*args, **kwargs) -> bool:
@@ -31,7 +31,7 @@ def pause_after(changes: int) -> None:
         seen[0] += 1
         return perform(*args, **kwargs)  # False: a mkdir systemd made meanwhile, not recorded
 
-    cgalloc.apply._perform = pausing
+    cgalloc.ops.apply._perform = pausing
 
 
 def start(argv: list[str]) -> None:
@@ -41,7 +41,7 @@ def start(argv: list[str]) -> None:
         rest = rest[2:]
     if rest[:1] == ["--"]:
         rest = rest[1:]
-    cgalloc.apply.SWITCHES = fake_switches(Path(base))
+    cgalloc.ops.apply.SWITCHES = fake_switches(Path(base))
     cli.run(rest)  # as the installed program runs it
 
 

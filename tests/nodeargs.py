@@ -3,8 +3,8 @@ system-reserved in /system.slice, and a small desired tree for apply()."""
 
 from __future__ import annotations
 
-from cgalloc.limits import Limits
-from cgalloc.tree import DesiredCgroup
+from cgalloc.model.limits import Limits
+from cgalloc.model.tree import DesiredCgroup
 
 MI = 1 << 20
 DESIRED = [

@@ -2,11 +2,11 @@
 
 import pytest
 
-from cgalloc.allocatable import Term, check_enforceable, compute
-from cgalloc.config import NodeConfig
 from cgalloc.errors import InputError
-from cgalloc.eviction import parse_threshold
-from cgalloc.quantity import Quantity
+from cgalloc.inputs.config import NodeConfig
+from cgalloc.model.allocatable import Term, check_enforceable, compute
+from cgalloc.model.eviction import parse_threshold
+from cgalloc.model.quantity import Quantity
 
 Q = Quantity.parse
 

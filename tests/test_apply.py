@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from fakecgroup import KERNEL, fake_hierarchy, snapshot
 
-from cgalloc import plan
-from cgalloc.apply import TestSwitches, apply, teardown
-from cgalloc.limits import Limits
-from cgalloc.ownership import StateDir
-from cgalloc.tree import DesiredCgroup
+from cgalloc.model.limits import Limits
+from cgalloc.model.tree import DesiredCgroup
+from cgalloc.ops import plan
+from cgalloc.ops.apply import TestSwitches, apply, teardown
+from cgalloc.ops.state import StateDir
 
 MI = 1 << 20
 SWITCHES = TestSwitches(allow_any_fs=True, kernel=KERNEL)
@@ -212,7 +212,7 @@ def test_a_directory_systemd_made_after_the_plan_is_not_cgallocs(tmp_path):
     # Found in the Vagrant v1 + systemd run: the plan saw no cpu,cpuacct/system.slice; starting
     # kubepods.slice made systemd create it; cgalloc's mkdir then failed with EEXIST and the
     # whole setup rolled back. The directory is systemd's: used, never recorded as created.
-    from cgalloc.systemd import SystemdUnits
+    from cgalloc.host.systemd import SystemdUnits
 
     root, h = fake_hierarchy(tmp_path, "v1")
     for mount in ("memory", "systemd"):

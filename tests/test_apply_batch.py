@@ -11,20 +11,20 @@ from __future__ import annotations
 import pytest
 from fakecgroup import snapshot
 
-import cgalloc.core
-from cgalloc.apply import BATCH, Roots, TestSwitches, apply
-from cgalloc.core import native, pure
+import cgalloc.host.core
 from cgalloc.errors import CgallocError, HostError
-from cgalloc.ownership import StateDir
-from cgalloc.plan import Action, Plan
+from cgalloc.host.core import native, pure
+from cgalloc.ops.apply import BATCH, Roots, TestSwitches, apply
+from cgalloc.ops.plan import Action, Plan
+from cgalloc.ops.state import StateDir
 
 PODS = BATCH + 44  # more than one batch
 
 
 @pytest.fixture(params=[native, pure], ids=["native", "pure"])
 def impl(request, monkeypatch):
-    monkeypatch.setattr(cgalloc.core, "apply_ops", request.param.apply_ops)
-    monkeypatch.setattr(cgalloc.core, "pack_ops", request.param.pack_ops)
+    monkeypatch.setattr(cgalloc.host.core, "apply_ops", request.param.apply_ops)
+    monkeypatch.setattr(cgalloc.host.core, "pack_ops", request.param.pack_ops)
     return request.param
 
 

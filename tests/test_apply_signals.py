@@ -24,12 +24,12 @@ from clirun import run_cli
 from fakecgroup import KERNEL, FakeKernel, fake_hierarchy, snapshot, use_fake_tree
 from nodeargs import DESIRED, NODE_SYSTEM_RESERVED
 
-import cgalloc.core
-from cgalloc import plan
-from cgalloc.apply import BATCH, SIGNALS, Interrupted, Roots, SignalGuard, TestSwitches, apply
-from cgalloc.core import native
+import cgalloc.host.core
 from cgalloc.errors import CgallocError
-from cgalloc.ownership import StateDir
+from cgalloc.host.core import native
+from cgalloc.ops import plan
+from cgalloc.ops.apply import BATCH, SIGNALS, Interrupted, Roots, SignalGuard, TestSwitches, apply
+from cgalloc.ops.state import StateDir
 
 TESTS = Path(__file__).resolve().parent
 NODE = NODE_SYSTEM_RESERVED
@@ -224,7 +224,7 @@ def test_batched_apply_acts_on_a_signal_after_the_batch(tmp_path, monkeypatch):
         os.kill(os.getpid(), signal.SIGTERM)  # as if it came while the C call ran
         return made
 
-    monkeypatch.setattr(cgalloc.core, "apply_ops", apply_ops)
+    monkeypatch.setattr(cgalloc.host.core, "apply_ops", apply_ops)
     before = snapshot(root)
     state = StateDir(str(tmp_path / "state"))
     with state.locked(), pytest.raises(Interrupted) as info:
@@ -424,7 +424,7 @@ import os, signal, sys, time
 sys.path.insert(0, {tests!r})
 from pathlib import Path
 import fakecgroup
-import cgalloc.apply
+import cgalloc.ops.apply
 from cgalloc.cli import main
 
 class Waiting(fakecgroup.FakeKernel):
@@ -445,7 +445,7 @@ class Waiting(fakecgroup.FakeKernel):
         super().after_write(mount, relpath)
         self._changed()
 
-cgalloc.apply.SWITCHES = fakecgroup.fake_switches(Path({base!r}), Waiting())
+cgalloc.ops.apply.SWITCHES = fakecgroup.fake_switches(Path({base!r}), Waiting())
 main(sys.argv[1:])
 """
 

@@ -9,8 +9,8 @@ import os
 import shutil
 
 from bench import command_suite, faketree, trees
-from cgalloc import stats
-from cgalloc.cgroupfs import Hierarchy
+from cgalloc.host.cgroupfs import Hierarchy
+from cgalloc.ops import stats
 
 TOP = "cgalloc-test-bench-1"
 

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from cgalloc.capacity import existing_parent, online_cpus, parse_cpuset, read_capacity
-from cgalloc.quantity import Quantity
+from cgalloc.host.capacity import existing_parent, online_cpus, parse_cpuset, read_capacity
+from cgalloc.model.quantity import Quantity
 
 
 def _write(path, text):
@@ -72,7 +72,7 @@ def test_parse_cpuset_rejects_cpu_numbers_beyond_the_kernel_limit():
 def test_max_pids_falls_back_to_the_readable_one(fake_host, missing):
     # pkg/kubelet/stats/pidlimit/pidlimit_linux.go: each of pid_max and threads-max is used
     # when it reads as a number; the smaller wins
-    from cgalloc.capacity import max_pids
+    from cgalloc.host.capacity import max_pids
 
     proc, _ = fake_host
     os.remove(os.path.join(proc, "sys/kernel", missing))
@@ -94,14 +94,14 @@ def test_max_pids_falls_back_to_the_readable_one(fake_host, missing):
     ],
 )
 def test_parse_cpu_list_like_the_kubelet(text, cpus):
-    from cgalloc.capacity import parse_cpu_list
+    from cgalloc.host.capacity import parse_cpu_list
 
     assert parse_cpu_list(text) == cpus
 
 
 @pytest.mark.parametrize("text", [" 1", "1 ", "1,", "-1", "3-1", "0-", "a", "1-2-3", "1,,2"])
 def test_parse_cpu_list_refuses_what_the_kubelet_refuses(text):
-    from cgalloc.capacity import parse_cpu_list
+    from cgalloc.host.capacity import parse_cpu_list
 
     with pytest.raises(ValueError):
         parse_cpu_list(text)

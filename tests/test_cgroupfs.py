@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from cgalloc.cgroupfs import (
+from cgalloc.errors import HostError
+from cgalloc.host.cgroupfs import (
     Hierarchy,
     controller_dirs,
     detect,
@@ -16,8 +17,7 @@ from cgalloc.cgroupfs import (
     parse_mountinfo,
     required_controllers,
 )
-from cgalloc.errors import HostError
-from cgalloc.limits import HUGETLB_UNBOUNDED, Limits
+from cgalloc.model.limits import HUGETLB_UNBOUNDED, Limits
 
 MI = 1024**2
 GI = 1024**3

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from clirun import run_cli
 
-from cgalloc.config import load_node_config
 from cgalloc.errors import InputError
+from cgalloc.inputs.config import load_node_config
 
 KUBE = ["--kube-reserved", "cpu=500m", "--system-reserved", "cpu=500m"]
 

@@ -92,17 +92,18 @@ NODE = ["--capacity", "cpu=4,memory=8Gi,pid=100,ephemeral-storage=1Gi", "--kube-
         "cpu=100m,memory=1Gi"]  # fmt: skip
 OTHER_COMMANDS = ["cgalloc.cli.setup", "cgalloc.cli.verify", "cgalloc.cli.teardown",
                   "cgalloc.cli.install_unit", "cgalloc.cli.completion"]  # fmt: skip
-PLANNING = ["cgalloc.plan", "cgalloc.apply", "cgalloc.ownership", "cgalloc.systemd",
-            "cgalloc.bootunit", "cgalloc.pods", "cgalloc.podresources",
-            "cgalloc.allocatable"]  # fmt: skip
+PLANNING = ["cgalloc.ops.plan", "cgalloc.ops.apply", "cgalloc.ops.state", "cgalloc.host.systemd",
+            "cgalloc.ops.bootunit", "cgalloc.inputs.pods", "cgalloc.model.podresources",
+            "cgalloc.model.allocatable"]  # fmt: skip
 NOT_IMPORTED = {
     "stats": [*OTHER_COMMANDS, *PLANNING, "cgalloc.cli.show",
-              "cgalloc.cli.kubelet_config", "cgalloc.sampler_policy", "pydantic"],
-    "kubelet-config": [*OTHER_COMMANDS, *PLANNING, "cgalloc.limits", "cgalloc.stats",
-                       "cgalloc.core", "cgalloc.cgroupfs", "cgalloc.cli.stats", "pydantic"],
-    "show": [*OTHER_COMMANDS, "cgalloc.plan", "cgalloc.apply", "cgalloc.ownership",
-             "cgalloc.stats", "cgalloc.core", "cgalloc.cli.stats", "pydantic",
-             "cgalloc.pods", "cgalloc.podresources"],
+              "cgalloc.cli.kubelet_config", "cgalloc.host.sampler_policy", "pydantic"],
+    "kubelet-config": [*OTHER_COMMANDS, *PLANNING, "cgalloc.model.limits", "cgalloc.ops.stats",
+                       "cgalloc.host.core", "cgalloc.host.cgroupfs", "cgalloc.cli.stats",
+                       "pydantic"],
+    "show": [*OTHER_COMMANDS, "cgalloc.ops.plan", "cgalloc.ops.apply", "cgalloc.ops.state",
+             "cgalloc.ops.stats", "cgalloc.host.core", "cgalloc.cli.stats", "pydantic",
+             "cgalloc.inputs.pods", "cgalloc.model.podresources"],
 }  # fmt: skip
 
 
@@ -129,7 +130,7 @@ def test_stats_json_imports_only_what_it_reads_with(tmp_path):
                 "kubepods/burstable/pod1111-2222"):  # fmt: skip
         make_v2(root, rel, usage=4096)
     loaded = _modules_after(["stats", *NODE, "--cgroupfs", root, "-o", "json", "--interval", "0"])
-    assert "cgalloc.stats" in loaded  # the run did read the tree
+    assert "cgalloc.ops.stats" in loaded  # the run did read the tree
     assert [m for m in NOT_IMPORTED["stats"] if m in loaded] == []
 
 
@@ -141,7 +142,7 @@ def test_kubelet_config_imports_neither_limits_nor_the_reader():
 
 def test_show_imports_neither_the_reader_nor_setup():
     loaded = _modules_after(["show", *NODE])
-    assert "cgalloc.allocatable" in loaded
+    assert "cgalloc.model.allocatable" in loaded
     assert [m for m in NOT_IMPORTED["show"] if m in loaded] == []
 
 
@@ -151,30 +152,31 @@ def test_command_paths_build_no_dataclass_of_the_cli():
     that validate in __post_init__, Quantity, CgroupName and FileSpec)."""
     import dataclasses
 
-    import cgalloc.allocatable
-    import cgalloc.cgroupfs
     import cgalloc.cli.inputs
     import cgalloc.cli.stats
     import cgalloc.cli.stats_table
-    import cgalloc.config
-    import cgalloc.eviction
-    import cgalloc.features
-    import cgalloc.limits
-    import cgalloc.netstats
-    import cgalloc.podresources
-    import cgalloc.stats
-    import cgalloc.tree
-    import cgalloc.versions
+    import cgalloc.host.cgroupfs
+    import cgalloc.host.netstats
+    import cgalloc.inputs.config
+    import cgalloc.model.allocatable
+    import cgalloc.model.eviction
+    import cgalloc.model.features
+    import cgalloc.model.limits
+    import cgalloc.model.podresources
+    import cgalloc.model.tree
+    import cgalloc.model.versions
+    import cgalloc.ops.stats
 
     records = [cgalloc.cli.inputs.NodeInputs, cgalloc.cli.inputs._Opt, cgalloc.cli.stats.View,
-               cgalloc.cli.stats_table.Row, cgalloc.config.Field,
-               cgalloc.eviction.Threshold, cgalloc.versions.Behaviour, cgalloc.features.Spec,
-               cgalloc.netstats.InterfaceStats, cgalloc.stats.Field, cgalloc.stats.Target,
-               cgalloc.allocatable.Term, cgalloc.allocatable.Allocatable,
-               cgalloc.allocatable.CpuSets, cgalloc.tree.DesiredCgroup,
-               cgalloc.podresources.PodCgroup, cgalloc.config.NodeConfig,
-               cgalloc.limits.Limits, cgalloc.cgroupfs.Hierarchy,
-               cgalloc.stats.CgroupStats]  # fmt: skip
+               cgalloc.cli.stats_table.Row, cgalloc.inputs.config.Field,
+               cgalloc.model.eviction.Threshold, cgalloc.model.versions.Behaviour,
+               cgalloc.model.features.Spec, cgalloc.host.netstats.InterfaceStats,
+               cgalloc.ops.stats.Field, cgalloc.ops.stats.Target,
+               cgalloc.model.allocatable.Term, cgalloc.model.allocatable.Allocatable,
+               cgalloc.model.allocatable.CpuSets, cgalloc.model.tree.DesiredCgroup,
+               cgalloc.model.podresources.PodCgroup, cgalloc.inputs.config.NodeConfig,
+               cgalloc.model.limits.Limits, cgalloc.host.cgroupfs.Hierarchy,
+               cgalloc.ops.stats.CgroupStats]  # fmt: skip
     assert [r.__name__ for r in records if dataclasses.is_dataclass(r)] == []
 
 

@@ -11,9 +11,9 @@ import time
 
 from fakecgroup import fake_hierarchy
 
-from cgalloc.apply import Result
 from cgalloc.cli.setup import late_signal
 from cgalloc.errors import Interrupted
+from cgalloc.ops.apply import Result
 
 CAP = ["--capacity", "cpu=4,memory=8Gi,pid=4096,ephemeral-storage=100Gi"]
 

@@ -518,7 +518,7 @@ def test_a_cgroup_past_path_max_is_bad_input(capsys, v2_tree, flag, label):
 def test_a_one_shot_reads_cold_and_dates_only_the_read_it_shows(capsys, v2_tree, monkeypatch):
     # A one-shot (no --watch) never re-reads a kept fd: both reads of --interval N are cold.
     # Only the read whose document is printed takes the start times' dates; the table needs none.
-    from cgalloc import stats
+    from cgalloc.ops import stats
 
     reads: list[bool] = []
     dates: list[object] = []

@@ -4,9 +4,9 @@ import textwrap
 
 import pytest
 
-from cgalloc.config import NodeConfig, load_node_config
 from cgalloc.errors import InputError
-from cgalloc.quantity import Quantity
+from cgalloc.inputs.config import NodeConfig, load_node_config
+from cgalloc.model.quantity import Quantity
 
 Q = Quantity.parse
 HEAD = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
@@ -356,7 +356,7 @@ def test_a_gate_name_with_a_trailing_newline_is_unrecognized(tmp_path):
 
 
 def test_unmodelled_gates_are_accepted_and_all_alpha_turns_alpha_gates_on():
-    from cgalloc import features
+    from cgalloc.model import features
 
     cfg = load({"feature-gates": ["InPlacePodVerticalScaling=true,AllAlpha=true"]})
     assert features.enabled(cfg, "MemoryQoS") and features.enabled(cfg, "QOSReserved")
@@ -699,7 +699,7 @@ def test_kubelet_version():
     ],
 )
 def test_kubelet_version_reads_as_parse_generic(text, minor):
-    from cgalloc.versions import normalise
+    from cgalloc.model.versions import normalise
 
     assert normalise(text) == minor
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from cgalloc.eviction import (
+from cgalloc.inputs.gostrconv import parse_go_float
+from cgalloc.model.eviction import (
     DEFAULT_EVICTION_HARD,
     ThresholdError,
     parse_percentage,
@@ -10,8 +11,7 @@ from cgalloc.eviction import (
     reservation,
     split_pair,
 )
-from cgalloc.gostrconv import parse_go_float
-from cgalloc.quantity import Quantity
+from cgalloc.model.quantity import Quantity
 
 Q = Quantity.parse
 

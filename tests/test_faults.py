@@ -14,11 +14,12 @@ import pytest
 from fakecgroup import KERNEL, fake_hierarchy, snapshot
 from nodeargs import DESIRED, NODE_SYSTEM_RESERVED
 
-from cgalloc import core, plan
-from cgalloc.apply import Roots, TestSwitches, apply
 from cgalloc.cli.inputs import SYSTEM_RESERVED_RISK
 from cgalloc.errors import CgallocError
-from cgalloc.ownership import StateDir
+from cgalloc.host import core
+from cgalloc.ops import plan
+from cgalloc.ops.apply import Roots, TestSwitches, apply
+from cgalloc.ops.state import StateDir
 
 REPO = Path(__file__).resolve().parent.parent
 

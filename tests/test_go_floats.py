@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cgalloc.gostrconv import go_may_misread, parse_go_float
+from cgalloc.inputs.gostrconv import go_may_misread, parse_go_float
 
 SYNTAX, RANGE = "syntax", "range"  # parse_go_float gives None and "range"
 

@@ -11,8 +11,8 @@ import math
 import pytest
 from clirun import run_cli
 
-from cgalloc.gostrconv import go_yaml_scalar
-from cgalloc.loading import load_yaml_documents
+from cgalloc.inputs.gostrconv import go_yaml_scalar
+from cgalloc.inputs.loading import load_yaml_documents
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""cgalloc.gocsv against Go's own table: go/src/encoding/csv/reader_test.go readTests, run as
+"""cgalloc.inputs.gocsv against Go's own table: go/src/encoding/csv/reader_test.go readTests, run as
 TestRead runs them (ReadAll; the first error with its StartLine, Line and Column), Go 1.19.
 
 In the inputs § starts a field, ¶ starts a record and ∑ marks where the error is; they are
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cgalloc.gocsv import BARE_QUOTE, QUOTE, CsvError, Reader
+from cgalloc.inputs.gocsv import BARE_QUOTE, QUOTE, CsvError, Reader
 
 # (name, input with markers, records, error) from readTests
 READ_TESTS = [

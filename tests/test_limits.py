@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cgalloc.limits import (
+from cgalloc.model.limits import (
     Limits,
     convert_memory_swap_to_v2,
     format_cpuset,
@@ -17,7 +17,7 @@ from cgalloc.limits import (
     shares_to_weight_kubelet,
     shares_to_weight_runc,
 )
-from cgalloc.quantity import Quantity
+from cgalloc.model.quantity import Quantity
 
 # milliCPU → shares → kubelet (linear) weight / runc (new) weight, from the upstream table.
 TABLE = [

@@ -12,7 +12,7 @@ import sys
 import pytest
 from test_stats import _fake_sysfs_net, make_v2
 
-from cgalloc import netstats
+from cgalloc.host import netstats
 
 ZERO = dict(rx_bytes=0, rx_errors=0, tx_bytes=0, tx_errors=0)
 
@@ -46,7 +46,7 @@ ip link add nerdctl0 type veth peer name flannel.1
 mount -t sysfs sysfs "$1"
 exec "$2" -c '
 import json, sys
-from cgalloc import netstats
+from cgalloc.host import netstats
 print(json.dumps({
     "sysfs": [i.name for i in netstats.from_sysfs(sys.argv[1] + "/class/net")],
     "netlink": [i.name for i in netstats.from_netlink()],

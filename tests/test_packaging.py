@@ -56,9 +56,9 @@ def test_version_says_which_core_is_loaded():
         ).stdout
         return out.splitlines()[1]
 
-    blocked = core_line("import sys; sys.modules['cgalloc.core._cgcore'] = None; ")
+    blocked = core_line("import sys; sys.modules['cgalloc.host.core._cgcore'] = None; ")
     assert blocked.startswith("core: pure Python (C extension not importable: ")
-    assert "cgalloc.core._cgcore" in blocked
-    built = list((REPO / "cgalloc/core").glob("_cgcore*.so"))
-    expected = "core: C (cgalloc.core._cgcore, stable ABI)" if built else "core: pure Python"
+    assert "cgalloc.host.core._cgcore" in blocked
+    built = list((REPO / "cgalloc/host/core").glob("_cgcore*.so"))
+    expected = "core: C (cgalloc.host.core._cgcore, stable ABI)" if built else "core: pure Python"
     assert core_line("").startswith(expected)

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cgalloc.capacity import parse_cpuset
-from cgalloc.config import BY_CONFIG, BY_FLAG, FIELDS, load_node_config
 from cgalloc.errors import InputError
-from cgalloc.eviction import KNOWN_SIGNALS, ThresholdError, parse_threshold, split_pair
+from cgalloc.host.capacity import parse_cpuset
+from cgalloc.inputs.config import BY_CONFIG, BY_FLAG, FIELDS, load_node_config
+from cgalloc.model.eviction import KNOWN_SIGNALS, ThresholdError, parse_threshold, split_pair
 
 PROPS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=150)
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from fakecgroup import fake_hierarchy
 
-from cgalloc import plan
-from cgalloc.cgroupfs import limit_files
 from cgalloc.errors import CgallocError, HostError, InputError
-from cgalloc.limits import Limits
-from cgalloc.tree import DesiredCgroup
+from cgalloc.host.cgroupfs import limit_files
+from cgalloc.model.limits import Limits
+from cgalloc.model.tree import DesiredCgroup
+from cgalloc.ops import plan
 
 MI = 1 << 20
 
@@ -117,7 +117,7 @@ def _existing_v2(tmp_path, kube_mem: int, be_mem: int):
 
 
 def fake_h(root, tmp_path):
-    from cgalloc.cgroupfs import detect
+    from cgalloc.host.cgroupfs import detect
 
     return detect(str(root), str(tmp_path / "mountinfo"))
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cgalloc.limits import Limits
-from cgalloc.podresources import (
+from cgalloc.model.limits import Limits
+from cgalloc.model.podresources import (
     BESTEFFORT,
     BURSTABLE,
     GUARANTEED,
@@ -18,7 +18,7 @@ from cgalloc.podresources import (
     resource_config,
     with_defaults,
 )
-from cgalloc.quantity import Quantity
+from cgalloc.model.quantity import Quantity
 
 MI = 1 << 20
 

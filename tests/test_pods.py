@@ -13,7 +13,7 @@ from test_cli_setup import NODE, fake_tree, where
 
 from cgalloc.cli.inputs import SYSTEM_RESERVED_RISK
 from cgalloc.errors import InputError
-from cgalloc.pods import load_pods
+from cgalloc.inputs.pods import load_pods
 
 SHAPES = Path(__file__).parent / "data" / "pods-every-shape.yaml"
 UID = "11111111-0000-4000-8000-00000000000{}".format
@@ -396,7 +396,7 @@ def test_bad_pods_file_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys)
 
 
 def test_kubelet_config_carries_the_pod_inputs_and_loads_back(capsys, tmp_path):
-    from cgalloc.config import load_node_config
+    from cgalloc.inputs.config import load_node_config
 
     inputs = [
         "--feature-gates", "CustomCPUCFSQuotaPeriod=true,MemoryQoS=true",

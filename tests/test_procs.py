@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from cgalloc import procs
+from cgalloc.host import procs
 
 LONG = "cgalloc-probe-exe-name"  # longer than comm's 15 characters
 

@@ -1,4 +1,4 @@
-"""cgalloc.quantity against upstream apimachinery's own expectations.
+"""cgalloc.model.quantity against upstream apimachinery's own expectations.
 
 Unless a case says otherwise, expected values are copied from kubernetes/apimachinery
 pkg/api/resource/quantity_test.go (tables named in each test's docstring). Cases marked
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cgalloc.quantity import (
+from cgalloc.model.quantity import (
     BINARY_SI,
     DECIMAL_EXPONENT,
     DECIMAL_SI,

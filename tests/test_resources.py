@@ -1,4 +1,4 @@
-"""cgalloc.resources: names, hugepage sizes, and ResourceList arithmetic.
+"""cgalloc.model.resources: names, hugepage sizes, and ResourceList arithmetic.
 
 Expected values follow upstream: v1helper.IsHugePageResourceName / HugePageSizeFromResourceName
 (pkg/apis/core/v1/helper), quota.Add (k8s.io/apiserver/pkg/quota/v1), and kubectl's
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from cgalloc import resources
-from cgalloc.quantity import Quantity
-from cgalloc.resources import (
+from cgalloc.model import resources
+from cgalloc.model.quantity import Quantity
+from cgalloc.model.resources import (
     CPU,
     EPHEMERAL_STORAGE,
     MEMORY,

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from cgalloc.errors import CgallocError, HostError, InputError
-from cgalloc.ownership import StateDir
+from cgalloc.ops.state import StateDir
 
 pytestmark = pytest.mark.usefixtures("no_hang")
 
@@ -46,7 +46,7 @@ def test_the_lock_is_still_taken_in_a_new_directory(tmp_path):
 
 @pytest.mark.parametrize("name", ["owned.json", "journal.jsonl", "systemd.json"])
 def test_a_fifo_in_place_of_a_state_file_is_refused_not_waited_on(tmp_path, name):
-    from cgalloc.systemd import UnitRecord
+    from cgalloc.host.systemd import UnitRecord
 
     os.mkfifo(tmp_path / name)
     state = StateDir(str(tmp_path))
@@ -58,9 +58,9 @@ def test_a_fifo_in_place_of_a_state_file_is_refused_not_waited_on(tmp_path, name
 
 
 def test_a_record_larger_than_the_bound_is_refused(tmp_path, monkeypatch):
-    import cgalloc.ownership
+    import cgalloc.ops.state
 
-    monkeypatch.setattr(cgalloc.ownership, "STATE_FILE_LIMIT", 100)
+    monkeypatch.setattr(cgalloc.ops.state, "STATE_FILE_LIMIT", 100)
     (tmp_path / "owned.json").write_text("{" + " " * 200 + "}")
     with pytest.raises(InputError, match="it is larger than"):
         StateDir(str(tmp_path)).peek()

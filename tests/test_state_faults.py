@@ -21,7 +21,7 @@ from fakecgroup import (
 )
 from nodeargs import NODE_SYSTEM_RESERVED
 
-import cgalloc.ownership
+import cgalloc.ops.state
 from cgalloc.cli.inputs import SYSTEM_RESERVED_RISK
 
 NODE = NODE_SYSTEM_RESERVED
@@ -30,7 +30,7 @@ COUNTED = ("open", "write", "fsync", "replace")  # every state-dir operation tha
 
 
 class FaultyOs:
-    """``os`` for cgalloc.ownership, failing its Nth counted call (0 = none) with ``code``."""
+    """``os`` for cgalloc.ops.state, failing its Nth counted call (0 = none) with ``code``."""
 
     def __init__(self, fail_at: int, code: int):
         self.fail_at, self.code, self.calls = fail_at, code, 0
@@ -51,22 +51,22 @@ class FaultyOs:
 
 def _setup(capsys, root: Path, base: Path, monkeypatch, fake: FaultyOs):
     # Count only from the first change on: the lock and the record load came before.
-    import cgalloc.apply
+    import cgalloc.ops.apply
 
-    journal = cgalloc.ownership.StateDir.journal
+    journal = cgalloc.ops.state.StateDir.journal
 
     def faulty_journal(self, entries):
-        monkeypatch.setattr(cgalloc.ownership, "os", fake)
+        monkeypatch.setattr(cgalloc.ops.state, "os", fake)
         return journal(self, entries)
 
-    monkeypatch.setattr(cgalloc.ownership.StateDir, "journal", faulty_journal)
+    monkeypatch.setattr(cgalloc.ops.state.StateDir, "journal", faulty_journal)
     try:
         args = ["--cgroupfs", str(root), "--state-dir", str(base / "state")]
         return run_cli(capsys, "setup", *NODE, *args)
     finally:
-        monkeypatch.setattr(cgalloc.ownership, "os", os)
-        monkeypatch.setattr(cgalloc.ownership.StateDir, "journal", journal)
-        assert cgalloc.apply  # imported for the fake tree's switches
+        monkeypatch.setattr(cgalloc.ops.state, "os", os)
+        monkeypatch.setattr(cgalloc.ops.state.StateDir, "journal", journal)
+        assert cgalloc.ops.apply  # imported for the fake tree's switches
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
@@ -197,7 +197,7 @@ def test_setup_refused_on_bad_input_leaves_no_state_dir(tree, tmp_path, capsys):
 
 def test_default_state_dir_survives_reboot():
     # /run is a tmpfs emptied at boot; the record must outlive it (issue 8, node lifecycle)
-    assert cgalloc.ownership.DEFAULT_STATE_DIR == "/var/lib/cgalloc"
+    assert cgalloc.ops.state.DEFAULT_STATE_DIR == "/var/lib/cgalloc"
 
 
 def _refusal(err: str) -> list[str]:
@@ -323,9 +323,9 @@ def test_setup_after_a_reboot_starts_a_new_record(tmp_path, monkeypatch, capsys,
 def _setup_killed_at_change(monkeypatch, capsys, args: list[str], n: int) -> None:
     """Run setup and cut it off as change ``n`` starts: nothing after runs (no rollback, no
     record), as when the power goes or the process is killed."""
-    import cgalloc.apply
+    import cgalloc.ops.apply
 
-    perform, calls = cgalloc.apply._perform, []
+    perform, calls = cgalloc.ops.apply._perform, []
 
     def cut(*a, **kw):
         calls.append(1)
@@ -333,10 +333,10 @@ def _setup_killed_at_change(monkeypatch, capsys, args: list[str], n: int) -> Non
             raise KeyboardInterrupt
         return perform(*a, **kw)
 
-    monkeypatch.setattr(cgalloc.apply, "_perform", cut)
+    monkeypatch.setattr(cgalloc.ops.apply, "_perform", cut)
     code, _, _ = run_cli(capsys, "setup", *args)  # click turns the interrupt into "Aborted!"
     assert code == 130 and len(calls) == n
-    monkeypatch.setattr(cgalloc.apply, "_perform", perform)
+    monkeypatch.setattr(cgalloc.ops.apply, "_perform", perform)
 
 
 def test_a_journal_left_by_a_run_the_reboot_interrupted_is_discarded(tmp_path, monkeypatch, capsys):

@@ -7,7 +7,7 @@ import json
 
 from hypothesis import strategies as st
 
-from cgalloc.ownership import Record, StateDir, _record_text
+from cgalloc.ops.state import Record, StateDir, _record_text
 
 # every kind of text a name may hold: quotes, backslashes, controls, separators, surrogates
 TEXT = st.text(st.characters(exclude_categories=[]), max_size=12)

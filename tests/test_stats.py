@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from cgalloc import stats
-from cgalloc.cgroupfs import Hierarchy
-from cgalloc.stats import UNLIMITED
+from cgalloc.host.cgroupfs import Hierarchy
+from cgalloc.ops import stats
+from cgalloc.ops.stats import UNLIMITED
 
 # ---- pure computations ---------------------------------------------------------------------
 
@@ -313,7 +313,7 @@ def _fake_sysfs_net(root, counters: dict[str, dict[str, int]]) -> str:
 
 
 def test_sysfs_counters_leave_out_loopback_and_put_eth0_inline(tmp_path):
-    from cgalloc import netstats
+    from cgalloc.host import netstats
 
     base = dict(rx_bytes=0, rx_errors=0, tx_bytes=0, tx_errors=0)
     net = _fake_sysfs_net(
@@ -342,7 +342,7 @@ def test_sysfs_counters_leave_out_loopback_and_put_eth0_inline(tmp_path):
 
 
 def test_netlink_and_sysfs_name_the_same_interfaces_on_this_host():
-    from cgalloc import netstats
+    from cgalloc.host import netstats
 
     try:
         via_netlink = netstats.from_netlink()

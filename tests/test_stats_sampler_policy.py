@@ -1,4 +1,4 @@
-"""The sampler policy (cgalloc.sampler_policy): which fds a budget of 4 KiB per cgroup and the
+"""The sampler policy (cgalloc.host.sampler_policy): which fds a budget of 4 KiB per cgroup and the
 descriptor limit buy, and that TreeReader holds those and no others.
 
 Fake v2 trees (plain files): what is checked is which fds the reader holds, not kernel effects
@@ -11,8 +11,9 @@ import os
 
 from test_stats import make_v2
 
-from cgalloc import sampler_policy, stats
-from cgalloc.core import FileSpec
+from cgalloc.host import sampler_policy
+from cgalloc.host.core import FileSpec
+from cgalloc.ops import stats
 
 
 def _fds() -> set[str]:

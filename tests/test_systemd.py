@@ -14,10 +14,8 @@ import time
 import pytest
 from jeepney import HeaderFields, Parser, new_method_return
 
-from cgalloc.apply import teardown
 from cgalloc.errors import CgallocError, HostError, InputError
-from cgalloc.ownership import Record, StateDir
-from cgalloc.systemd import (
+from cgalloc.host.systemd import (
     UINT64_MAX,
     Systemd,
     SystemdError,
@@ -29,6 +27,8 @@ from cgalloc.systemd import (
     unit_properties,
     use_dbus,
 )
+from cgalloc.ops.apply import teardown
+from cgalloc.ops.state import Record, StateDir
 
 
 def test_cpuset_bitmask_is_little_endian_bytes_like_runc_range_to_bits():
@@ -287,7 +287,7 @@ def test_an_existing_slice_missing_one_v1_directory_is_not_started_or_recorded(t
     # Found in the Vagrant v1 + systemd run: system.slice has no cpuset directory on v1, so the
     # plan creates it there; cgalloc must not take the unit as one it started (teardown would
     # StopUnit system.slice and skip restoring its properties).
-    from cgalloc.systemd import SystemdUnits
+    from cgalloc.host.systemd import SystemdUnits
 
     client = _Client({"system.slice"})
     units = SystemdUnits(client, str(tmp_path), v2=False, files={})
@@ -323,7 +323,7 @@ def test_a_started_unit_gets_new_limits_as_properties_on_a_later_run(tmp_path):
     # The kubelet's systemd manager Update (pkg/kubelet/cm/cgroup_manager_linux.go) sets the
     # unit's properties on every change; a unit's old properties would come back on the next
     # daemon-reload otherwise.
-    from cgalloc.systemd import SystemdUnits
+    from cgalloc.host.systemd import SystemdUnits
 
     UnitRecord(["kubepods.slice"]).save(str(tmp_path))
     client = _Recorder({"kubepods.slice"})
@@ -337,7 +337,7 @@ def test_a_started_unit_gets_new_limits_as_properties_on_a_later_run(tmp_path):
 
 
 def _converge_tree(tmp_path):
-    from cgalloc.ownership import StateDir
+    from cgalloc.ops.state import StateDir
 
     root = tmp_path / "cg"
     for d in ("kube.slice", "system.slice", "kubepods.slice"):
@@ -363,8 +363,8 @@ def test_converge_undoes_units_and_properties_no_longer_wanted(tmp_path):
     # kube-reserved (/kube.slice, a slice cgalloc started) no longer enforced; system.slice
     # keeps its memory limit but not its CPU weight; kubepods keeps its cgroup but not its
     # memory limit (reset to the kernel's default, on the unit too).
-    from cgalloc.apply import TestSwitches, converge, plan_undo
-    from cgalloc.plan import Plan
+    from cgalloc.ops.apply import TestSwitches, converge, plan_undo
+    from cgalloc.ops.plan import Plan
 
     root, state, record, units = _converge_tree(tmp_path)
     plan = Plan(root=str(root), version="v2")
@@ -398,8 +398,8 @@ def test_converge_undoes_units_and_properties_no_longer_wanted(tmp_path):
 
 
 def test_a_no_longer_wanted_slice_with_processes_is_not_stopped(tmp_path):
-    from cgalloc.apply import TestSwitches, converge, plan_undo
-    from cgalloc.plan import Plan, drift
+    from cgalloc.ops.apply import TestSwitches, converge, plan_undo
+    from cgalloc.ops.plan import Plan, drift
 
     root, state, record, units = _converge_tree(tmp_path)
     (root / "kube.slice" / "kubelet.service").mkdir()

@@ -6,16 +6,16 @@ import re
 
 import pytest
 
-from cgalloc import allocatable
-from cgalloc.allocatable import Allocatable
-from cgalloc.cgroupfs import Hierarchy
-from cgalloc.config import NodeConfig
 from cgalloc.errors import InputError
-from cgalloc.limits import HUGETLB_UNBOUNDED, Limits
-from cgalloc.podresources import Container, Pod
-from cgalloc.pods import pod_cgroups
-from cgalloc.quantity import Quantity
-from cgalloc.tree import (
+from cgalloc.host.cgroupfs import Hierarchy
+from cgalloc.inputs.config import NodeConfig
+from cgalloc.inputs.pods import pod_cgroups
+from cgalloc.model import allocatable
+from cgalloc.model.allocatable import Allocatable
+from cgalloc.model.limits import HUGETLB_UNBOUNDED, Limits
+from cgalloc.model.podresources import Container, Pod
+from cgalloc.model.quantity import Quantity
+from cgalloc.model.tree import (
     ROOT,
     CgroupName,
     CgroupNameError,
@@ -592,7 +592,7 @@ def test_tree_from_computed_allocatable():
 def test_memory_protection_past_page_counter_max_is_a_value_refusal(file):
     # Σ requests on the tiers can pass PAGE_COUNTER_MAX; the kernel would clamp the value and
     # read back "max", a drift verify could never settle (found by review of 7500b40)
-    from cgalloc.kernel_ranges import MEMORY_MAX, value_problem
+    from cgalloc.model.kernel_ranges import MEMORY_MAX, value_problem
 
     assert value_problem(file, "0") is None
     assert value_problem(file, str(MEMORY_MAX)) is None

@@ -17,12 +17,12 @@ import struct
 
 import pytest
 
-from cgalloc.allocatable import check_enforceable, compute
-from cgalloc.config import NodeConfig, load_node_config
 from cgalloc.errors import InputError
-from cgalloc.eviction import Threshold, parse_percentage
-from cgalloc.limits import limits_from_resources
-from cgalloc.quantity import Quantity
+from cgalloc.inputs.config import NodeConfig, load_node_config
+from cgalloc.model.allocatable import check_enforceable, compute
+from cgalloc.model.eviction import Threshold, parse_percentage
+from cgalloc.model.limits import limits_from_resources
+from cgalloc.model.quantity import Quantity
 
 Q = Quantity.parse
 HEAD = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"

@@ -19,10 +19,11 @@ from __future__ import annotations
 import pytest
 from test_tree import V1_HUGETLB
 
-from cgalloc.allocatable import Allocatable
-from cgalloc.cgroupfs import Hierarchy, limit_files, parse_limit_value
-from cgalloc.config import NodeConfig
-from cgalloc.limits import (
+from cgalloc.host.cgroupfs import Hierarchy, limit_files, parse_limit_value
+from cgalloc.inputs.config import NodeConfig
+from cgalloc.inputs.pods import pod_cgroups
+from cgalloc.model.allocatable import Allocatable
+from cgalloc.model.limits import (
     Limits,
     convert_memory_swap_to_v2,
     format_cpuset,
@@ -32,10 +33,9 @@ from cgalloc.limits import (
     shares_to_weight_kubelet,
     shares_to_weight_runc,
 )
-from cgalloc.podresources import GUARANTEED, Container, Pod, PodCgroup, resource_config
-from cgalloc.pods import pod_cgroups
-from cgalloc.quantity import Quantity
-from cgalloc.tree import (
+from cgalloc.model.podresources import GUARANTEED, Container, Pod, PodCgroup, resource_config
+from cgalloc.model.quantity import Quantity
+from cgalloc.model.tree import (
     ROOT,
     CgroupName,
     desired_tree,

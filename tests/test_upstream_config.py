@@ -39,10 +39,10 @@ import re
 import pytest
 from clirun import run_cli
 
-from cgalloc.capacity import parse_cpu_list
-from cgalloc.config import load_node_config, parse_duration
 from cgalloc.errors import InputError
-from cgalloc.podresources import (
+from cgalloc.host.capacity import parse_cpu_list
+from cgalloc.inputs.config import load_node_config, parse_duration
+from cgalloc.model.podresources import (
     Container,
     Pod,
     pod_level_set,
@@ -50,7 +50,7 @@ from cgalloc.podresources import (
     pod_requests,
     supported_pod_level,
 )
-from cgalloc.quantity import Quantity
+from cgalloc.model.quantity import Quantity
 
 API = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration"}
 

@@ -177,7 +177,7 @@ print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["build-system"]["requires"
 			pytest pytest-benchmark || return 1
 	ln -sf "$venv/bin/cgalloc" /usr/local/bin/cgalloc
 	# The C core must have been built: the pure-Python fallback would skew every benchmark.
-	"$venv/bin/python" -c 'import sys, cgalloc.core as c; print(c.IMPLEMENTATION); sys.exit(c.IMPLEMENTATION != "native")'
+	"$venv/bin/python" -c 'import sys, cgalloc.host.core as c; print(c.IMPLEMENTATION); sys.exit(c.IMPLEMENTATION != "native")'
 }
 
 # A path's directory for a controller: on v1 one hierarchy per controller, on v2 the one tree.

@@ -11,12 +11,18 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from cgalloc import versions
-from cgalloc.capacity import read_capacity
 from cgalloc.cli.render import warn
-from cgalloc.config import BOOL_WORDS, BY_FLAG, NodeConfig, dropin_root_note, load_node_config
 from cgalloc.errors import InputError
-from cgalloc.resources import ResourceList
+from cgalloc.host.capacity import read_capacity
+from cgalloc.inputs.config import (
+    BOOL_WORDS,
+    BY_FLAG,
+    NodeConfig,
+    dropin_root_note,
+    load_node_config,
+)
+from cgalloc.model import versions
+from cgalloc.model.resources import ResourceList
 
 _PANEL = "Node inputs (kubelet flags and files)"
 

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import typer
 
-from cgalloc.bootunit import (
+from cgalloc.cli.inputs import node_inputs_from
+from cgalloc.cli.options import dry_run_option, quiet_option
+from cgalloc.cli.render import printable, warn
+from cgalloc.errors import HostError, InputError
+from cgalloc.host.systemd import systemd_running
+from cgalloc.inputs.loading import read_bounded
+from cgalloc.ops.bootunit import (
     BOOT_REFUSED,
     CONFIG_FILE,
     CONFIG_KIND,
@@ -22,12 +28,6 @@ from cgalloc.bootunit import (
     install_changes,
     uninstall_changes,
 )
-from cgalloc.cli.inputs import node_inputs_from
-from cgalloc.cli.options import dry_run_option, quiet_option
-from cgalloc.cli.render import printable, warn
-from cgalloc.errors import HostError, InputError
-from cgalloc.loading import read_bounded
-from cgalloc.systemd import systemd_running
 
 HELP = (
     "Install cgalloc-setup.service, which runs `cgalloc setup` at boot before containerd, "

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from cgalloc import tree
 from cgalloc.cli.inputs import NodeInputs, enforcement_warnings
 from cgalloc.cli.render import OutputFormat, dumps, emit, output_option, printable, warn
 from cgalloc.cli.signature import NodeInputsCommand, node_inputs
-from cgalloc.config import (
+from cgalloc.inputs.config import (
     BY_CONFIG,
     DEFAULT_CFS_PERIOD_US,
     DEFAULT_MAX_PODS,
     NodeConfig,
     go_duration,
 )
+from cgalloc.model import tree
 
 HELP = (
     "Print the KubeletConfiguration fragment (YAML) and the equivalent kubelet flags for these "
@@ -44,7 +44,7 @@ def daemon_cgroups(cfg: NodeConfig) -> dict[str, str]:
         if driver != "systemd":
             out["kubeletCgroups"] = out["runtimeCgroups"] = kube
         else:
-            from cgalloc.bootunit import DAEMON_UNITS  # imports D-Bus code: this driver only
+            from cgalloc.ops.bootunit import DAEMON_UNITS  # imports D-Bus code: this driver only
 
             if kube.endswith(".slice"):
                 out["kubeletCgroups"] = f"{kube}/{DAEMON_UNITS['kubelet']}"
@@ -121,7 +121,9 @@ def fragment(cfg: NodeConfig) -> tuple[dict, list[str], list[str]]:
             "and kernel threads) into it."
         )
     if cfg.reserved_cpus:
-        from cgalloc.limits import format_cpuset  # most nodes reserve none: import when needed
+        from cgalloc.model.limits import (
+            format_cpuset,  # most nodes reserve none: import when needed
+        )
 
         doc["reservedSystemCPUs"] = format_cpuset(cfg.reserved_cpus)
         flags.append(f"--reserved-cpus={doc['reservedSystemCPUs']}")

@@ -51,7 +51,7 @@ def state_dir_option() -> typer.models.OptionInfo:
     import typer
 
     # imported here: stats, which takes other options from this module, has no state directory
-    from cgalloc.ownership import DEFAULT_STATE_DIR
+    from cgalloc.ops.state import DEFAULT_STATE_DIR
 
     return typer.Option(
         DEFAULT_STATE_DIR,

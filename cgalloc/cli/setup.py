@@ -13,8 +13,35 @@ from dataclasses import dataclass
 
 import typer
 
-from cgalloc.allocatable import pods_capacity
-from cgalloc.apply import (
+from cgalloc.cli.inputs import NodeInputs, enforcement_warnings, node_capacity
+from cgalloc.cli.options import (
+    TREE_PANEL,
+    cgroupfs_option,
+    dry_run_option,
+    pods_option,
+    quiet_option,
+    state_dir_option,
+)
+from cgalloc.cli.render import OutputFormat, emit, output_option, printable, warn
+from cgalloc.cli.signature import NodeInputsCommand, add_options, node_inputs
+from cgalloc.errors import HostError, InputError
+from cgalloc.host.capacity import node_cpus
+from cgalloc.host.cgroupfs import detect
+from cgalloc.host.systemd import (
+    SYSTEMD_CONTROLLERS,
+    Systemd,
+    SystemdUnits,
+    cgroup_roles,
+    existing_unit,
+    slice_unit,
+    systemd_running,
+    use_dbus,
+)
+from cgalloc.inputs.config import NodeConfig
+from cgalloc.inputs.pods import load_pods, resize_warnings
+from cgalloc.model.allocatable import pods_capacity
+from cgalloc.model.limits import WEIGHT_FORMULAS
+from cgalloc.ops.apply import (
     Interrupted,
     Result,
     SignalGuard,
@@ -27,36 +54,9 @@ from cgalloc.apply import (
     plan_undo,
     signal_name,
 )
-from cgalloc.apply import switches as current_switches
-from cgalloc.capacity import node_cpus
-from cgalloc.cgroupfs import detect
-from cgalloc.cli.inputs import NodeInputs, enforcement_warnings, node_capacity
-from cgalloc.cli.options import (
-    TREE_PANEL,
-    cgroupfs_option,
-    dry_run_option,
-    pods_option,
-    quiet_option,
-    state_dir_option,
-)
-from cgalloc.cli.render import OutputFormat, emit, output_option, printable, warn
-from cgalloc.cli.signature import NodeInputsCommand, add_options, node_inputs
-from cgalloc.config import NodeConfig
-from cgalloc.errors import HostError, InputError
-from cgalloc.limits import WEIGHT_FORMULAS
-from cgalloc.ownership import StateDir
-from cgalloc.plan import Action, Plan, node_plan, require_no_refusals
-from cgalloc.pods import load_pods, resize_warnings
-from cgalloc.systemd import (
-    SYSTEMD_CONTROLLERS,
-    Systemd,
-    SystemdUnits,
-    cgroup_roles,
-    existing_unit,
-    slice_unit,
-    systemd_running,
-    use_dbus,
-)
+from cgalloc.ops.apply import switches as current_switches
+from cgalloc.ops.plan import Action, Plan, node_plan, require_no_refusals
+from cgalloc.ops.state import StateDir
 
 SETUP_HELP = (
     "Create and enforce the node's cgroup tree: kubepods with the Node Allocatable limits, "

@@ -8,8 +8,14 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from cgalloc import tree
-from cgalloc.allocatable import (
+from cgalloc.cli.inputs import NodeInputs, enforcement_warnings
+from cgalloc.cli.options import pods_option
+from cgalloc.cli.render import OutputFormat, aligned, emit, output_option, warn
+from cgalloc.cli.signature import NodeInputsCommand, node_inputs
+from cgalloc.host.capacity import node_cpus
+from cgalloc.inputs.config import NodeConfig
+from cgalloc.model import tree
+from cgalloc.model.allocatable import (
     Allocatable,
     CpuSets,
     check_enforceable,
@@ -17,17 +23,11 @@ from cgalloc.allocatable import (
     cpu_sets,
     pods_capacity,
 )
-from cgalloc.capacity import node_cpus
-from cgalloc.cli.inputs import NodeInputs, enforcement_warnings
-from cgalloc.cli.options import pods_option
-from cgalloc.cli.render import OutputFormat, aligned, emit, output_option, warn
-from cgalloc.cli.signature import NodeInputsCommand, node_inputs
-from cgalloc.config import NodeConfig
-from cgalloc.limits import format_cpuset
-from cgalloc.resources import format_list
+from cgalloc.model.limits import format_cpuset
+from cgalloc.model.resources import format_list
 
 if TYPE_CHECKING:
-    from cgalloc.podresources import PodCgroup
+    from cgalloc.model.podresources import PodCgroup
 
 SHOW_HELP = (
     "Show this node's Capacity and Allocatable (as `kubectl describe node` prints them, pods"
@@ -182,7 +182,7 @@ def register(app: typer.Typer) -> None:
         cgroups: list[PodCgroup] = []
         if pods:
             # Imported only when pods are given: YAML, the pod model and their records.
-            from cgalloc.pods import load_pods, pod_cgroups, resize_warnings
+            from cgalloc.inputs.pods import load_pods, pod_cgroups, resize_warnings
 
             # show reads no cgroup: the values are cgroup v2's minus memory.min/low (MemoryQoS)
             loaded = load_pods(pods, pods_capacity(cfg, capacity).value())

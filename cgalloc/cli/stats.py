@@ -9,20 +9,21 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from cgalloc import netstats, stats
-from cgalloc.cgroupfs import Hierarchy, controller_dirs
 from cgalloc.cli import stats_table
 from cgalloc.cli.inputs import NodeInputs
 from cgalloc.cli.options import CGROUPFS
 from cgalloc.cli.optspec import Opt
 from cgalloc.cli.render import OUTPUT, OutputFormat, dumps, echo, printable, warn
 from cgalloc.errors import InputError
-from cgalloc.kernel_ranges import name_refusal
-from cgalloc.resources import MEMORY
-from cgalloc.tree import CGROUP_FIELDS
-from cgalloc.tree import clean_cgroupfs_path as _daemon_path
-from cgalloc.tree import kubepods_path as _kubepods_path
-from cgalloc.tree import reserved_path as _reserved_path
+from cgalloc.host import netstats
+from cgalloc.host.cgroupfs import Hierarchy, controller_dirs
+from cgalloc.model.kernel_ranges import name_refusal
+from cgalloc.model.resources import MEMORY
+from cgalloc.model.tree import CGROUP_FIELDS
+from cgalloc.model.tree import clean_cgroupfs_path as _daemon_path
+from cgalloc.model.tree import kubepods_path as _kubepods_path
+from cgalloc.model.tree import reserved_path as _reserved_path
+from cgalloc.ops import stats
 
 if TYPE_CHECKING:
     import typer

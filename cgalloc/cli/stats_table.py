@@ -7,10 +7,10 @@ import enum
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from cgalloc import stats
-from cgalloc.cgroupfs import V1_UNLIMITED_FLOOR
 from cgalloc.cli.render import aligned
 from cgalloc.errors import InputError
+from cgalloc.host.cgroupfs import V1_UNLIMITED_FLOOR
+from cgalloc.ops import stats
 
 # Every role a row can have, in the order the tree lists them (stats.node_targets).
 ROLES = ("node", "kubepods", "qos", "pod", "kube-reserved", "system-reserved",

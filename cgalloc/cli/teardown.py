@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import typer
 
-from cgalloc.apply import peek_units, preview_teardown, teardown
-from cgalloc.apply import switches as current_switches
 from cgalloc.cli.options import cgroupfs_option, dry_run_option, quiet_option, state_dir_option
 from cgalloc.cli.render import OutputFormat, output_option, warn
 from cgalloc.cli.setup import report, require_root
-from cgalloc.ownership import StateDir
-from cgalloc.systemd import UnitRecord
+from cgalloc.host.systemd import UnitRecord
+from cgalloc.ops.apply import peek_units, preview_teardown, teardown
+from cgalloc.ops.apply import switches as current_switches
+from cgalloc.ops.state import StateDir
 
 TEARDOWN_HELP = (
     "Undo what setup recorded in the state directory: restore the values it changed in "

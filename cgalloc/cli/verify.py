@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from cgalloc.apply import peek_record, peek_units, plan_undo
-from cgalloc.apply import switches as current_switches
 from cgalloc.cli.inputs import CAPACITY_IS_PLANNED, NodeInputs
 from cgalloc.cli.options import quiet_option, state_dir_option
 from cgalloc.cli.render import OutputFormat, output_option, warn
 from cgalloc.cli.setup import TreeOptions, report, tree_options
 from cgalloc.cli.signature import NodeInputsCommand, node_inputs
-from cgalloc.ownership import StateDir
-from cgalloc.plan import drift
+from cgalloc.ops.apply import peek_record, peek_units, plan_undo
+from cgalloc.ops.apply import switches as current_switches
+from cgalloc.ops.plan import drift
+from cgalloc.ops.state import StateDir
 
 VERIFY_HELP = (
     "Check the live cgroup tree against the one setup makes for these inputs: exit 0 when "

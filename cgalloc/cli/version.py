@@ -7,8 +7,8 @@ import re
 from importlib import metadata
 
 import cgalloc
-from cgalloc import core
-from cgalloc.versions import DEFAULT_KUBELET_VERSION, SUPPORTED_VERSIONS
+from cgalloc.host import core
+from cgalloc.model.versions import DEFAULT_KUBELET_VERSION, SUPPORTED_VERSIONS
 
 
 def _libraries() -> list[str]:
@@ -32,7 +32,7 @@ def _libraries() -> list[str]:
 def version_lines() -> list[str]:
     """The lines ``cgalloc --version`` prints."""
     if core.PURE_REASON is None:
-        loaded = "C (cgalloc.core._cgcore, stable ABI)"
+        loaded = "C (cgalloc.host.core._cgcore, stable ABI)"
     else:
         loaded = f"pure Python ({core.PURE_REASON})"
     return [

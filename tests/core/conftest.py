@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cgalloc.core import native, pure
+from cgalloc.host.core import native, pure
 
 
 @pytest.fixture(params=[native, pure], ids=["native", "pure"])

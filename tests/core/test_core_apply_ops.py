@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from cgalloc.core import Stop, WriteError, native, pure
+from cgalloc.host.core import Stop, WriteError, native, pure
 
 RESOLVERS = [(native, False), (native, True), (pure, False)]
 

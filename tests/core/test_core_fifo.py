@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from cgalloc.core import OK, FileSpec
+from cgalloc.host.core import OK, FileSpec
 
 SPECS = [FileSpec("memory.max"), FileSpec("memory.stat", "keyed", ("anon",))]
 

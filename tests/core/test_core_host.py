@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from cgalloc.core import MAX, OK, FileSpec
 from cgalloc.errors import HostError
+from cgalloc.host.core import MAX, OK, FileSpec
 
 MEMORY = "/sys/fs/cgroup/memory"
 CPU = "/sys/fs/cgroup/cpu"

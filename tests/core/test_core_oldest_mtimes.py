@@ -106,7 +106,7 @@ def test_no_dirs_no_stats(impl, tree):
 
 
 def test_more_hierarchies_than_the_core_takes_are_refused(impl, tree):
-    from cgalloc.core import native, records
+    from cgalloc.host.core import native, records
 
     assert records.MAX_MTIME_FDS == native.lib.CG_MAX_MTIME_FDS
     with ExitStack() as stack:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cgalloc.core import EMISSING_KEY, EPARSE, ERANGE, MAX, OK, FileSpec, native, pure
+from cgalloc.host.core import EMISSING_KEY, EPARSE, ERANGE, MAX, OK, FileSpec, native, pure
 
 SINGLE = FileSpec("memory.max")
 CPU_MAX = FileSpec("cpu.max", "fields", ("quota", "period"))

@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cgalloc.core import (
+from cgalloc.host.core import (
     EIO,
     EMISSING_KEY,
     ENOENT,

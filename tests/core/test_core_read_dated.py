@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cgalloc.core import FileSpec
+from cgalloc.host.core import FileSpec
 
 SPECS = [FileSpec("memory.max"), FileSpec("cpu.max", "fields", ("quota", "period"))]
 MARKER = "cgroup.clone_children"

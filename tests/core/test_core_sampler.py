@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from cgalloc.core import ENOENT, MAX, OK, FileSpec
+from cgalloc.host.core import ENOENT, MAX, OK, FileSpec
 
 SPECS = [FileSpec("memory.max"), FileSpec("cpu.stat", "keyed", ("usage_usec", "user_usec"))]
 

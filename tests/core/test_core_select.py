@@ -6,31 +6,31 @@ import subprocess
 import sys
 
 import pytest
-from cgalloc.core._cgcore import lib
+from cgalloc.host.core._cgcore import lib
 
-from cgalloc.core import records
+from cgalloc.host.core import records
 
 # A None entry in sys.modules makes importing the extension raise ImportError, as a missing
 # build does; the hook is here, in the test, not in the installed package.
-_BLOCK = "import sys; sys.modules['cgalloc.core._cgcore'] = None; "
+_BLOCK = "import sys; sys.modules['cgalloc.host.core._cgcore'] = None; "
 
 
 @pytest.mark.parametrize(("prefix", "expected"), [("", "native"), (_BLOCK, "pure")])
 def test_the_pure_core_is_loaded_only_when_the_extension_cannot_be(prefix, expected):
-    code = prefix + "import cgalloc.core as c; print(c.IMPLEMENTATION, c.Root, c.PURE_REASON)"
+    code = prefix + "import cgalloc.host.core as c; print(c.IMPLEMENTATION, c.Root, c.PURE_REASON)"
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"},
     )  # fmt: skip
     assert out.stdout.split()[0] == expected
-    assert f"cgalloc.core.{expected}.Root" in out.stdout
+    assert f"cgalloc.host.core.{expected}.Root" in out.stdout
     assert out.stdout.rstrip().endswith("None") == (expected == "native")
 
 
 def test_no_environment_variable_selects_the_pure_core():
     """A root tool runs the code it was installed with: the old CGALLOC_PURE=1 is ignored."""
     out = subprocess.run(
-        [sys.executable, "-c", "import cgalloc.core as c; print(c.IMPLEMENTATION)"],
+        [sys.executable, "-c", "import cgalloc.host.core as c; print(c.IMPLEMENTATION)"],
         capture_output=True, text=True, check=True,
         env={"PATH": "/usr/bin:/bin", "CGALLOC_PURE": "1"},
     )  # fmt: skip

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from cgalloc.core import CoreError, WriteError, native, pure
 from cgalloc.errors import CgallocError
+from cgalloc.host.core import CoreError, WriteError, native, pure
 
 # (implementation, force the O_NOFOLLOW walk): native runs both resolution paths
 RESOLVERS = [(native, False), (native, True), (pure, False)]
@@ -103,7 +103,7 @@ def test_read_text(root, tree):
 
 def _traced_syscalls(tree, force_walk: bool) -> str:
     script = (
-        "import sys; from cgalloc.core import native; "
+        "import sys; from cgalloc.host.core import native; "
         "r = native.open_root(sys.argv[1], allow_any_fs=True, force_walk=sys.argv[2] == '1'); "
         "r.write('kubepods/burstable/memory.max', '4096')"
     )

@@ -12,7 +12,7 @@ import sys
 
 import cgalloc.cli.inputs
 from cgalloc.cli import main
-from cgalloc.config import load_node_config
+from cgalloc.inputs.config import load_node_config
 
 
 def run(argv: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""The kernel facts behind cgalloc/kernel_ranges.py, on a real kernel (v1 and v2 lanes), and
+"""The kernel facts behind cgalloc/model/kernel_ranges.py, on a real kernel (v1 and v2 lanes), and
 setup refusing such values with exit 2 before writing anything.
 
 mm/page_counter.c page_counter_memparse: memparse() reads an unsigned 64-bit number without an

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from cgalloc import core
-from cgalloc.core import ENOENT, OK, FileSpec
+from cgalloc.host import core
+from cgalloc.host.core import ENOENT, OK, FileSpec
 from kernel.util import is_v2, read, scratch_cgroup
 
 MiB = 1 << 20

@@ -22,16 +22,16 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from cgalloc import features
 from cgalloc.errors import InputError
-from cgalloc.loading import load_yaml_documents, read_bounded
-from cgalloc.podresources import QOS_CLASSES, Container, Pod, PodCgroup, resource_config
-from cgalloc.podresources import with_defaults as pod_defaults
-from cgalloc.quantity import Quantity, QuantityError
-from cgalloc.resources import ResourceList, hugepage_size_bytes, is_hugepages
+from cgalloc.inputs.loading import load_yaml_documents, read_bounded
+from cgalloc.model import features
+from cgalloc.model.podresources import QOS_CLASSES, Container, Pod, PodCgroup, resource_config
+from cgalloc.model.podresources import with_defaults as pod_defaults
+from cgalloc.model.quantity import Quantity, QuantityError
+from cgalloc.model.resources import ResourceList, hugepage_size_bytes, is_hugepages
 
 if TYPE_CHECKING:
-    from cgalloc.config import NodeConfig
+    from cgalloc.inputs.config import NodeConfig
 
 FIELD = "--pods"
 LIMIT = 64 << 20  # a whole cluster's `kubectl get pods -A -o json` can be tens of MB

@@ -12,8 +12,15 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 
 from cgalloc.errors import HostError
-from cgalloc.quantity import BINARY_SI, Quantity
-from cgalloc.resources import CPU, EPHEMERAL_STORAGE, HUGEPAGES_PREFIX, MEMORY, PID, ResourceList
+from cgalloc.model.quantity import BINARY_SI, Quantity
+from cgalloc.model.resources import (
+    CPU,
+    EPHEMERAL_STORAGE,
+    HUGEPAGES_PREFIX,
+    MEMORY,
+    PID,
+    ResourceList,
+)
 
 CPUSET_FORM = "a CPU list such as 0-3,8"
 # The kernel's largest NR_CPUS (x86 MAXSMP); a bound keeps "0-99999999999" from building a huge set.

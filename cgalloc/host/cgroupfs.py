@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from cgalloc.capacity import parse_cpuset
 from cgalloc.errors import HostError
-from cgalloc.limits import (
+from cgalloc.host.capacity import parse_cpuset
+from cgalloc.model.limits import (
     Limits,
     format_cpuset,
     hugetlb_size_from_name,

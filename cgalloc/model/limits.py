@@ -11,8 +11,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-from cgalloc.quantity import Quantity
-from cgalloc.resources import CPU, MEMORY, PID, hugepage_size_bytes, is_hugepages
+from cgalloc.model.quantity import Quantity
+from cgalloc.model.resources import CPU, MEMORY, PID, hugepage_size_bytes, is_hugepages
 
 MIN_SHARES = 2
 MAX_SHARES = 262144

@@ -12,7 +12,7 @@ import stat
 from array import array
 from collections.abc import Sequence
 
-from cgalloc.core import records as r
+from cgalloc.host.core import records as r
 
 IMPLEMENTATION = "pure"
 FileSpec = r.FileSpec

@@ -35,9 +35,9 @@ _REPLACED_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float")}
 def _loader(yaml):
     """YAML's safe loader (libyaml's parser when built in: the pure-Python one is ~10x slower
     on large pods lists) with bools, ints and floats resolved as the kubelet's go-yaml v2
-    resolves them (:func:`cgalloc.gostrconv.go_yaml_scalar`), not by PyYAML's YAML 1.1 rules:
+    resolves them (:func:`cgalloc.inputs.gostrconv.go_yaml_scalar`), not by PyYAML's YAML 1.1 rules:
     "cpu: 1e3" is a number to the kubelet, which then refuses it where a string belongs."""
-    from cgalloc.gostrconv import GO_YAML_WORDS, go_yaml_scalar
+    from cgalloc.inputs.gostrconv import GO_YAML_WORDS, go_yaml_scalar
 
     base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from cgalloc.limits import (
+from cgalloc.model.limits import (
     MIN_SHARES,
     QUOTA_PERIOD,
     Limits,
@@ -26,8 +26,8 @@ from cgalloc.limits import (
     milli_cpu_to_quota,
     milli_cpu_to_shares,
 )
-from cgalloc.quantity import Quantity
-from cgalloc.resources import (
+from cgalloc.model.quantity import Quantity
+from cgalloc.model.resources import (
     BESTEFFORT,
     BURSTABLE,
     CPU,

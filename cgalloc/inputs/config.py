@@ -22,22 +22,23 @@ from itertools import islice
 from types import MappingProxyType
 from typing import NamedTuple
 
-from cgalloc import features, gocsv
-from cgalloc.capacity import CPUSET_FORM, MAX_CPU_ID, node_cpus, parse_cpu_list
-from cgalloc.capacity import online_cpus as host_online_cpus
 from cgalloc.errors import InputError
-from cgalloc.eviction import (
+from cgalloc.host.capacity import CPUSET_FORM, MAX_CPU_ID, node_cpus, parse_cpu_list
+from cgalloc.host.capacity import online_cpus as host_online_cpus
+from cgalloc.inputs import gocsv
+from cgalloc.inputs.gostrconv import parse_go_int, trim_space
+from cgalloc.inputs.loading import FILE_LIMIT, load_yaml_documents, read_bounded
+from cgalloc.model import features
+from cgalloc.model.eviction import (
     DEFAULT_EVICTION_HARD,
     Threshold,
     ThresholdError,
     parse_threshold,
     quote,
 )
-from cgalloc.eviction import split_pair as split_eviction_pair
-from cgalloc.gostrconv import parse_go_int, trim_space
-from cgalloc.loading import FILE_LIMIT, load_yaml_documents, read_bounded
-from cgalloc.quantity import MAX_BINARY_SI, Quantity, QuantityError
-from cgalloc.resources import (
+from cgalloc.model.eviction import split_pair as split_eviction_pair
+from cgalloc.model.quantity import MAX_BINARY_SI, Quantity, QuantityError
+from cgalloc.model.resources import (
     CPU,
     EPHEMERAL_STORAGE,
     MEMORY,
@@ -46,7 +47,7 @@ from cgalloc.resources import (
     hugepage_size_bytes,
     is_hugepages,
 )
-from cgalloc.versions import DEFAULT_KUBELET_VERSION, VERSION_FORM, minor_tuple, normalise
+from cgalloc.model.versions import DEFAULT_KUBELET_VERSION, VERSION_FORM, minor_tuple, normalise
 
 CONFIG_API_VERSION = "kubelet.config.k8s.io/v1beta1"
 CONFIG_KIND = "KubeletConfiguration"
@@ -926,7 +927,9 @@ def _reserved_cpus(
         return cpus  # refused in build(): more CPUs than the kernel supports
     online = node_cpus(overrides, online_cpus)
     if not cpus <= online:
-        from cgalloc.limits import format_cpuset  # only for this message: keep limits off the path
+        from cgalloc.model.limits import (
+            format_cpuset,  # only for this message: keep limits off the path
+        )
 
         problems.append(
             f"{label}: {format_cpuset(cpus)} is not a subset of online-cpus"

@@ -27,12 +27,11 @@ from jeepney import DBusAddress, HeaderFields, MatchRule, MessageType, new_metho
 from jeepney.io.blocking import DBusConnection, DBusConnectionBase, prep_socket
 from jeepney.io.common import MessageFilters
 
-from cgalloc.capacity import parse_cpuset
-from cgalloc.cgroupfs import parse_limit_value
 from cgalloc.errors import HostError, InputError
-from cgalloc.loading import NotRegularFile, read_regular
-from cgalloc.ownership import STATE_FILE_LIMIT, UNITS_NAME
-from cgalloc.tree import (
+from cgalloc.host.capacity import parse_cpuset
+from cgalloc.host.cgroupfs import parse_limit_value
+from cgalloc.inputs.loading import NotRegularFile, read_regular
+from cgalloc.model.tree import (
     SLICE_SUFFIX,
     CgroupNameError,
     driver_path,
@@ -40,6 +39,7 @@ from cgalloc.tree import (
     kubepods_name,
     reserved_cgroup_path,
 )
+from cgalloc.ops.state import STATE_FILE_LIMIT, UNITS_NAME
 
 RUN_DIR = "/run/systemd/system"  # exists iff systemd is PID 1 (sd_booted())
 PRIVATE_SOCKET = "/run/systemd/private"
@@ -428,7 +428,7 @@ def wire_props(props: dict[str, list]) -> list[Property]:
 
 
 class SystemdUnits:
-    """apply's hook (see :func:`cgalloc.apply.apply`): the plan's slices become systemd units."""
+    """apply's hook (:func:`cgalloc.ops.apply.apply`): the plan's slices become systemd units."""
 
     def __init__(
         self,

@@ -1,6 +1,6 @@
 """Apply a plan through the C core, all or nothing; and tear down what cgalloc created.
 
-Every change is journaled before it is made (see :mod:`cgalloc.ownership`). If one fails,
+Every change is journaled before it is made (see :mod:`cgalloc.ops.state`). If one fails,
 the changes already made are undone in reverse — values restored, processes moved back,
 controllers disabled, created cgroups removed deepest first — and the error says so. SIGINT,
 SIGTERM and SIGHUP while the changes are made lead to the same rollback (:class:`SignalGuard`):
@@ -23,12 +23,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple, NoReturn, Protocol
 
-from cgalloc import core
-from cgalloc.cgroupfs import cgroup_file
 from cgalloc.errors import CgallocError, HostError, InputError, Interrupted
-from cgalloc.ownership import BOOT_ID_FILE, Record, StateDir
-from cgalloc.plan import Action, LiveTree, Plan, cgroup_depth, read_file, undo_actions
-from cgalloc.systemd import (
+from cgalloc.host import core
+from cgalloc.host.cgroupfs import cgroup_file
+from cgalloc.host.systemd import (
     Systemd,
     SystemdError,
     SystemdUnits,
@@ -37,7 +35,9 @@ from cgalloc.systemd import (
     stale_units,
     wire_props,
 )
-from cgalloc.systemd import undo as undo_units
+from cgalloc.host.systemd import undo as undo_units
+from cgalloc.ops.plan import Action, LiveTree, Plan, cgroup_depth, read_file, undo_actions
+from cgalloc.ops.state import BOOT_ID_FILE, Record, StateDir
 
 
 class KernelHooks(Protocol):

@@ -78,7 +78,7 @@ kubepods/memory.max: Device or resource busy (EBUSY)``.
 
 from __future__ import annotations
 
-from cgalloc.core.records import (
+from cgalloc.host.core.records import (
     EIO,
     EMISSING_KEY,
     ENOENT,
@@ -99,9 +99,9 @@ from cgalloc.core.records import (
 # Why the pure core is in use (None with the C core): `cgalloc --version` reports it.
 PURE_REASON: str | None = None
 try:
-    from cgalloc.core import native as _impl
+    from cgalloc.host.core import native as _impl
 except ImportError as exc:  # extension not built: same interface, slower
-    from cgalloc.core import pure as _impl
+    from cgalloc.host.core import pure as _impl
 
     PURE_REASON = f"C extension not importable: {exc}"
 

@@ -16,20 +16,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from cgalloc import features
 from cgalloc.errors import InputError
-from cgalloc.kernel_ranges import name_refusal, value_refusal
-from cgalloc.resources import BESTEFFORT, BURSTABLE, GUARANTEED, MEMORY, add, subtract_clamped
-from cgalloc.versions import minor_tuple
+from cgalloc.model import features
+from cgalloc.model.kernel_ranges import name_refusal, value_refusal
+from cgalloc.model.resources import BESTEFFORT, BURSTABLE, GUARANTEED, MEMORY, add, subtract_clamped
+from cgalloc.model.versions import minor_tuple
 
 # The planning functions below import limits themselves: stats and
 # kubelet-config use only the naming half of this module and should not pay for those.
 if TYPE_CHECKING:
-    from cgalloc.allocatable import Allocatable
-    from cgalloc.cgroupfs import Hierarchy
-    from cgalloc.config import NodeConfig
-    from cgalloc.limits import Limits
-    from cgalloc.podresources import PodCgroup
+    from cgalloc.host.cgroupfs import Hierarchy
+    from cgalloc.inputs.config import NodeConfig
+    from cgalloc.model.allocatable import Allocatable
+    from cgalloc.model.limits import Limits
+    from cgalloc.model.podresources import PodCgroup
 
 SLICE_SUFFIX = ".slice"
 # systemd unit types that own a cgroup; a reserved cgroup may name one of these directly.
@@ -429,7 +429,7 @@ def value_refusals(
     reserved cgroups) that the kernel would refuse or change, as the warnings of show: measured
     as cgroup v1 files, since show reads no cgroup (the ranges behind v2's files are the same).
     """
-    from cgalloc.cgroupfs import Hierarchy, limit_files
+    from cgalloc.host.cgroupfs import Hierarchy, limit_files
 
     v1 = Hierarchy("v1", "/", {c: f"/{c}" for c in _V1}, None, frozenset(_V1))
     found = (
@@ -584,8 +584,8 @@ def desired_tree(
     ``online_cpus`` are the node's CPUs (the kubelet's GetAllCPUs); without them no cpuset is
     planned. The CPU manager policy decides the cpusets (``allocatable.cpu_sets``).
     """
-    from cgalloc.allocatable import cpu_sets  # allocatable imports config, which is fine here
-    from cgalloc.limits import format_cpuset, hugepage_limits, limits_from_resources
+    from cgalloc.model.allocatable import cpu_sets  # allocatable imports config, which is fine here
+    from cgalloc.model.limits import format_cpuset, hugepage_limits, limits_from_resources
 
     driver = cfg.cgroup_driver
     problems: list[str] = []
@@ -652,7 +652,7 @@ def _pod_tree(
     v2: bool,
     add: Callable[[CgroupName, str, Limits], None],
 ) -> None:
-    from cgalloc.limits import HUGETLB_UNBOUNDED, MIN_SHARES, Limits, milli_cpu_to_shares
+    from cgalloc.model.limits import HUGETLB_UNBOUNDED, MIN_SHARES, Limits, milli_cpu_to_shares
 
     kube_protect, burstable_protect = _tier_protection(cfg, pods, v2)
     add(kubepods, "kubepods", kube_limits._replace(**kube_protect))

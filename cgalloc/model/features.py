@@ -15,10 +15,10 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from cgalloc.versions import minor_tuple
+from cgalloc.model.versions import minor_tuple
 
 if TYPE_CHECKING:
-    from cgalloc.config import NodeConfig
+    from cgalloc.inputs.config import NodeConfig
 
 ALPHA, BETA, GA = "ALPHA", "BETA", ""
 

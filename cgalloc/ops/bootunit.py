@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from cgalloc.config import NodeConfig
 from cgalloc.errors import CgallocError, InputError
-from cgalloc.loading import read_bounded
-from cgalloc.systemd import slice_unit
-from cgalloc.tree import reserved_path
+from cgalloc.host.systemd import slice_unit
+from cgalloc.inputs.config import NodeConfig
+from cgalloc.inputs.loading import read_bounded
+from cgalloc.model.tree import reserved_path
 
 UNIT_NAME = "cgalloc-setup.service"
 UNIT_DIR = "etc/systemd/system"

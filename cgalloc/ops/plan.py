@@ -22,10 +22,10 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from cgalloc import core, procs
-from cgalloc.allocatable import check_enforceable, compute, cpu_sets
-from cgalloc.capacity import node_cpus, parse_cpuset
-from cgalloc.cgroupfs import (
+from cgalloc.errors import CgallocError, HostError, InputError
+from cgalloc.host import core, procs
+from cgalloc.host.capacity import node_cpus, parse_cpuset
+from cgalloc.host.cgroupfs import (
     cgroup_file,
     controller_dirs,
     fresh_value,
@@ -33,11 +33,11 @@ from cgalloc.cgroupfs import (
     parse_limit_value,
     v2_fresh_value,
 )
-from cgalloc.core.records import READ_FLAGS
-from cgalloc.errors import CgallocError, HostError, InputError
-from cgalloc.kernel_ranges import name_refusal, value_refusal
-from cgalloc.pods import pod_cgroups
-from cgalloc.tree import (
+from cgalloc.host.core.records import READ_FLAGS
+from cgalloc.inputs.pods import pod_cgroups
+from cgalloc.model.allocatable import check_enforceable, compute, cpu_sets
+from cgalloc.model.kernel_ranges import name_refusal, value_refusal
+from cgalloc.model.tree import (
     CGROUP_FIELDS,
     RESERVED_ROLES,
     desired_tree,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cgalloc.quantity import NANO, Quantity, QuantityError
+from cgalloc.model.quantity import NANO, Quantity, QuantityError
 
 CPU = "cpu"
 MEMORY = "memory"

@@ -1,4 +1,4 @@
-"""The C core (``_cgcore``, cffi API mode) behind the interface described in cgalloc.core.
+"""The C core (``_cgcore``, cffi API mode) behind the interface described in cgalloc.host.core.
 
 cffi releases the GIL around every call into ``_cgcore``, so a bulk read or a sample runs
 while other Python threads proceed.
@@ -12,8 +12,8 @@ from array import array
 from collections.abc import Sequence
 from itertools import accumulate
 
-from cgalloc.core import records as r
-from cgalloc.core._cgcore import ffi, lib
+from cgalloc.host.core import records as r
+from cgalloc.host.core._cgcore import ffi, lib
 
 IMPLEMENTATION = "native"
 NO_MTIME = -(2**63)  # INT64_MIN: no fd of cg_oldest_mtimes holds the dir

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cgalloc.core.records import FileSpec
+from cgalloc.host.core.records import FileSpec
 
 BUDGET_KIB = 4.0  # total memory per sampled cgroup, user and kernel
 USER_KIB = 0.7  # the sampler's own memory per cgroup (measured 0.66 KiB of RSS at 4000 cgroups)

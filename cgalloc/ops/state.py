@@ -9,7 +9,7 @@ the transient units and their runtime properties do not) holds:
   it enabled in ``cgroup.subtree_control``, the files it wrote in cgroups it created, and the
   kernel's boot id of the boot it describes. ``teardown`` undoes exactly that.
 - ``systemd.json``: the transient units cgalloc started and the unit properties it set
-  (:mod:`cgalloc.systemd`).
+  (:mod:`cgalloc.host.systemd`).
 - ``journal.jsonl``: one line per change of a run, written and fsync-ed *before* the first
   change is made (a change is never made before its record is durable). A run that is killed
   midway leaves it behind; the next run folds it into the record, so nothing it did is
@@ -40,7 +40,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field, fields
 
 from cgalloc.errors import CgallocError, HostError, InputError
-from cgalloc.loading import read_regular
+from cgalloc.inputs.loading import read_regular
 
 DEFAULT_STATE_DIR = "/var/lib/cgalloc"
 RECORD_NAME = "owned.json"

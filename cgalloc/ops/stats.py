@@ -25,16 +25,17 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from cgalloc import core, tree
-from cgalloc.capacity import max_pids
-from cgalloc.cgroupfs import Hierarchy, controller_dirs, detect
-from cgalloc.core.records import MAX, OK, FileSpec, Snapshot
 from cgalloc.errors import HostError
-from cgalloc.resources import CPU, MEMORY
+from cgalloc.host import core
+from cgalloc.host.capacity import max_pids
+from cgalloc.host.cgroupfs import Hierarchy, controller_dirs, detect
+from cgalloc.host.core.records import MAX, OK, FileSpec, Snapshot
+from cgalloc.model import tree
+from cgalloc.model.resources import CPU, MEMORY
 
 if TYPE_CHECKING:
-    from cgalloc import sampler_policy
-    from cgalloc.config import NodeConfig
+    from cgalloc.host import sampler_policy
+    from cgalloc.inputs.config import NodeConfig
 
 UNLIMITED = 2**64 - 1  # how "max" is reported (cAdvisor's math.MaxUint64)
 MEMORY_UNLIMITED_ABOVE = 1 << 62  # the kubelet's isMemoryUnlimited bound for availableBytes
@@ -299,7 +300,7 @@ class TreeReader:
     """Reads :data:`V1_FIELDS` / :data:`V2_FIELDS` of many cgroups through the core.
 
     One core root per mount. ``allow_any_fs`` lets a plain directory tree be read. Repeated
-    samples keep the descriptors :mod:`cgalloc.sampler_policy` chooses open between calls.
+    samples keep the descriptors :mod:`cgalloc.host.sampler_policy` chooses open between calls.
     """
 
     def __init__(self, hierarchy: Hierarchy, allow_any_fs: bool = False, threads: int = 0):
@@ -349,7 +350,7 @@ class TreeReader:
 
     def _choose(self, ndirs: int) -> sampler_policy.FdPolicy:
         """The fd policy for ``ndirs`` cgroups, raising RLIMIT_NOFILE first if that helps."""
-        from cgalloc import sampler_policy  # samples only: a one-shot read never keeps fds
+        from cgalloc.host import sampler_policy  # samples only: a one-shot read never keeps fds
 
         specs = [p.specs for p in self.plans]
         want = sampler_policy.choose(specs, ndirs, 1 << 30).fds(len(specs))

@@ -13,9 +13,9 @@ import struct
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from cgalloc.gostrconv import go_may_misread, parse_go_float, trim_space
-from cgalloc.quantity import BINARY_SI, Quantity, QuantityError
-from cgalloc.resources import EPHEMERAL_STORAGE, MEMORY, ResourceList
+from cgalloc.inputs.gostrconv import go_may_misread, parse_go_float, trim_space
+from cgalloc.model.quantity import BINARY_SI, Quantity, QuantityError
+from cgalloc.model.resources import EPHEMERAL_STORAGE, MEMORY, ResourceList
 
 KNOWN_SIGNALS = (
     "memory.available",
@@ -85,7 +85,7 @@ def _to_float32(value: float) -> float:
 def parse_percentage(text: str) -> float | str | None:
     """Eviction ``parsePercentage``: ``float32(ParseFloat(TrimRight(s, "%"), 32)) / 100`` in
     float32 (every trailing '%' goes). Go's float syntax, so ``1_0%`` is 10% and ``0x1p-3%``
-    0.125%; "range" and None as :func:`cgalloc.gostrconv.parse_go_float` gives them."""
+    0.125%; "range" and None as :func:`cgalloc.inputs.gostrconv.parse_go_float` gives them."""
     value = parse_go_float(text.rstrip("%"), 32)
     return value if not isinstance(value, float) else _to_float32(value / _to_float32(100.0))
 

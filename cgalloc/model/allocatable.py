@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from cgalloc import eviction
-from cgalloc.config import NodeConfig
 from cgalloc.errors import InputError
-from cgalloc.quantity import Quantity
-from cgalloc.resources import (
+from cgalloc.inputs.config import NodeConfig
+from cgalloc.model import eviction
+from cgalloc.model.quantity import Quantity
+from cgalloc.model.resources import (
     CPU,
     EPHEMERAL_STORAGE,
     MEMORY,
