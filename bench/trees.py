@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from bench import faketree
 from cgalloc.host import core
-from cgalloc.host.cgroupfs import Hierarchy
+from cgalloc.model.hierarchy import Hierarchy
 from cgalloc.ops import stats
 
 PODS = int(os.environ.get("CGALLOC_BENCH_PODS", "1000"))

@@ -3,9 +3,9 @@
 import pytest
 
 from cgalloc.errors import InputError
-from cgalloc.inputs.config import NodeConfig
+from cgalloc.inputs.thresholds import parse_threshold
 from cgalloc.model.allocatable import Term, check_enforceable, compute
-from cgalloc.model.eviction import parse_threshold
+from cgalloc.model.nodeconfig import NodeConfig
 from cgalloc.model.quantity import Quantity
 
 Q = Quantity.parse

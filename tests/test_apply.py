@@ -212,7 +212,7 @@ def test_a_directory_systemd_made_after_the_plan_is_not_cgallocs(tmp_path):
     # Found in the Vagrant v1 + systemd run: the plan saw no cpu,cpuacct/system.slice; starting
     # kubepods.slice made systemd create it; cgalloc's mkdir then failed with EEXIST and the
     # whole setup rolled back. The directory is systemd's: used, never recorded as created.
-    from cgalloc.host.systemd import SystemdUnits
+    from cgalloc.ops.units import SystemdUnits
 
     root, h = fake_hierarchy(tmp_path, "v1")
     for mount in ("memory", "systemd"):

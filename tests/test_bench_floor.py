@@ -9,7 +9,7 @@ import os
 import shutil
 
 from bench import command_suite, faketree, trees
-from cgalloc.host.cgroupfs import Hierarchy
+from cgalloc.model.hierarchy import Hierarchy
 from cgalloc.ops import stats
 
 TOP = "cgalloc-test-bench-1"

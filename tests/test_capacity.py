@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from cgalloc.host.capacity import existing_parent, online_cpus, parse_cpuset, read_capacity
+from cgalloc.host.capacity import existing_parent, online_cpus, read_capacity
+from cgalloc.model.cpuset import parse_cpuset
 from cgalloc.model.quantity import Quantity
 
 
@@ -94,14 +95,14 @@ def test_max_pids_falls_back_to_the_readable_one(fake_host, missing):
     ],
 )
 def test_parse_cpu_list_like_the_kubelet(text, cpus):
-    from cgalloc.host.capacity import parse_cpu_list
+    from cgalloc.model.cpuset import parse_cpu_list
 
     assert parse_cpu_list(text) == cpus
 
 
 @pytest.mark.parametrize("text", [" 1", "1 ", "1,", "-1", "3-1", "0-", "a", "1-2-3", "1,,2"])
 def test_parse_cpu_list_refuses_what_the_kubelet_refuses(text):
-    from cgalloc.host.capacity import parse_cpu_list
+    from cgalloc.model.cpuset import parse_cpu_list
 
     with pytest.raises(ValueError):
         parse_cpu_list(text)

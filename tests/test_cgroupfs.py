@@ -7,14 +7,13 @@ import os
 import pytest
 
 from cgalloc.errors import HostError
-from cgalloc.host.cgroupfs import (
+from cgalloc.host.cgroupfs import detect, parse_mountinfo
+from cgalloc.model.hierarchy import (
     Hierarchy,
     controller_dirs,
-    detect,
     hugetlb_page_size,
     limit_files,
     parse_limit_value,
-    parse_mountinfo,
     required_controllers,
 )
 from cgalloc.model.limits import HUGETLB_UNBOUNDED, Limits

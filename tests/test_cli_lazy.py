@@ -168,14 +168,14 @@ def test_command_paths_build_no_dataclass_of_the_cli():
     import cgalloc.ops.stats
 
     records = [cgalloc.cli.inputs.NodeInputs, cgalloc.cli.inputs._Opt, cgalloc.cli.stats.View,
-               cgalloc.cli.stats_table.Row, cgalloc.inputs.config.Field,
+               cgalloc.cli.stats_table.Row, cgalloc.inputs.fields.Field,
                cgalloc.model.eviction.Threshold, cgalloc.model.versions.Behaviour,
                cgalloc.model.features.Spec, cgalloc.host.netstats.InterfaceStats,
                cgalloc.ops.stats.Field, cgalloc.ops.stats.Target,
                cgalloc.model.allocatable.Term, cgalloc.model.allocatable.Allocatable,
                cgalloc.model.allocatable.CpuSets, cgalloc.model.tree.DesiredCgroup,
-               cgalloc.model.podresources.PodCgroup, cgalloc.inputs.config.NodeConfig,
-               cgalloc.model.limits.Limits, cgalloc.host.cgroupfs.Hierarchy,
+               cgalloc.model.podresources.PodCgroup, cgalloc.model.nodeconfig.NodeConfig,
+               cgalloc.model.limits.Limits, cgalloc.model.hierarchy.Hierarchy,
                cgalloc.ops.stats.CgroupStats]  # fmt: skip
     assert [r.__name__ for r in records if dataclasses.is_dataclass(r)] == []
 

@@ -5,7 +5,8 @@ import textwrap
 import pytest
 
 from cgalloc.errors import InputError
-from cgalloc.inputs.config import NodeConfig, load_node_config
+from cgalloc.inputs.config import load_node_config
+from cgalloc.model.nodeconfig import NodeConfig
 from cgalloc.model.quantity import Quantity
 
 Q = Quantity.parse

@@ -18,8 +18,9 @@ from clirun import run_cli
 from fakecgroup import fake_hierarchy, snapshot, use_fake_tree
 
 from cgalloc.errors import InputError
-from cgalloc.inputs import config as config_module
-from cgalloc.inputs.config import DROPIN_MAX_DEPTH, DROPIN_MAX_ENTRIES, load_node_config
+from cgalloc.inputs import dropins as config_module
+from cgalloc.inputs.config import load_node_config
+from cgalloc.inputs.dropins import DROPIN_MAX_DEPTH, DROPIN_MAX_ENTRIES
 
 HEAD = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 CAP = ["--capacity", "cpu=16,memory=32Gi,pid=4096,ephemeral-storage=100Gi"]

@@ -3,14 +3,8 @@
 import pytest
 
 from cgalloc.inputs.gostrconv import parse_go_float
-from cgalloc.model.eviction import (
-    DEFAULT_EVICTION_HARD,
-    ThresholdError,
-    parse_percentage,
-    parse_threshold,
-    reservation,
-    split_pair,
-)
+from cgalloc.inputs.thresholds import ThresholdError, parse_percentage, parse_threshold, split_pair
+from cgalloc.model.eviction import DEFAULT_EVICTION_HARD, reservation
 from cgalloc.model.quantity import Quantity
 
 Q = Quantity.parse

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from clirun import run_cli
 
-from cgalloc.inputs.config import parse_go_int
+from cgalloc.inputs.gostrconv import parse_go_int
 
 
 @pytest.mark.parametrize(

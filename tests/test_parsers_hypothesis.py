@@ -12,9 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cgalloc.errors import InputError
-from cgalloc.host.capacity import parse_cpuset
-from cgalloc.inputs.config import BY_CONFIG, BY_FLAG, FIELDS, load_node_config
-from cgalloc.model.eviction import KNOWN_SIGNALS, ThresholdError, parse_threshold, split_pair
+from cgalloc.inputs.config import load_node_config
+from cgalloc.inputs.fields import BY_CONFIG, BY_FLAG, FIELDS
+from cgalloc.inputs.thresholds import ThresholdError, parse_threshold, split_pair
+from cgalloc.model.cpuset import parse_cpuset
+from cgalloc.model.eviction import KNOWN_SIGNALS
 
 PROPS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=150)
 

@@ -9,7 +9,7 @@ import pytest
 from fakecgroup import fake_hierarchy
 
 from cgalloc.errors import CgallocError, HostError, InputError
-from cgalloc.host.cgroupfs import limit_files
+from cgalloc.model.hierarchy import limit_files
 from cgalloc.model.limits import Limits
 from cgalloc.model.tree import DesiredCgroup
 from cgalloc.ops import plan

@@ -46,7 +46,7 @@ def test_the_lock_is_still_taken_in_a_new_directory(tmp_path):
 
 @pytest.mark.parametrize("name", ["owned.json", "journal.jsonl", "systemd.json"])
 def test_a_fifo_in_place_of_a_state_file_is_refused_not_waited_on(tmp_path, name):
-    from cgalloc.host.systemd import UnitRecord
+    from cgalloc.ops.units import UnitRecord
 
     os.mkfifo(tmp_path / name)
     state = StateDir(str(tmp_path))

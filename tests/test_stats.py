@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from cgalloc.host.cgroupfs import Hierarchy
+from cgalloc.model.hierarchy import Hierarchy
 from cgalloc.ops import stats
 from cgalloc.ops.stats import UNLIMITED
 

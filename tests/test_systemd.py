@@ -19,7 +19,6 @@ from cgalloc.host.systemd import (
     UINT64_MAX,
     Systemd,
     SystemdError,
-    UnitRecord,
     cpuset_bitmask,
     existing_unit,
     role_of,
@@ -29,6 +28,7 @@ from cgalloc.host.systemd import (
 )
 from cgalloc.ops.apply import teardown
 from cgalloc.ops.state import Record, StateDir
+from cgalloc.ops.units import UnitRecord
 
 
 def test_cpuset_bitmask_is_little_endian_bytes_like_runc_range_to_bits():
@@ -287,7 +287,7 @@ def test_an_existing_slice_missing_one_v1_directory_is_not_started_or_recorded(t
     # Found in the Vagrant v1 + systemd run: system.slice has no cpuset directory on v1, so the
     # plan creates it there; cgalloc must not take the unit as one it started (teardown would
     # StopUnit system.slice and skip restoring its properties).
-    from cgalloc.host.systemd import SystemdUnits
+    from cgalloc.ops.units import SystemdUnits
 
     client = _Client({"system.slice"})
     units = SystemdUnits(client, str(tmp_path), v2=False, files={})
@@ -323,7 +323,7 @@ def test_a_started_unit_gets_new_limits_as_properties_on_a_later_run(tmp_path):
     # The kubelet's systemd manager Update (pkg/kubelet/cm/cgroup_manager_linux.go) sets the
     # unit's properties on every change; a unit's old properties would come back on the next
     # daemon-reload otherwise.
-    from cgalloc.host.systemd import SystemdUnits
+    from cgalloc.ops.units import SystemdUnits
 
     UnitRecord(["kubepods.slice"]).save(str(tmp_path))
     client = _Recorder({"kubepods.slice"})

@@ -7,12 +7,12 @@ import re
 import pytest
 
 from cgalloc.errors import InputError
-from cgalloc.host.cgroupfs import Hierarchy
-from cgalloc.inputs.config import NodeConfig
 from cgalloc.inputs.pods import pod_cgroups
 from cgalloc.model import allocatable
 from cgalloc.model.allocatable import Allocatable
+from cgalloc.model.hierarchy import Hierarchy
 from cgalloc.model.limits import HUGETLB_UNBOUNDED, Limits
+from cgalloc.model.nodeconfig import NodeConfig
 from cgalloc.model.podresources import Container, Pod
 from cgalloc.model.quantity import Quantity
 from cgalloc.model.tree import (

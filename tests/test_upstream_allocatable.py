@@ -18,10 +18,12 @@ import struct
 import pytest
 
 from cgalloc.errors import InputError
-from cgalloc.inputs.config import NodeConfig, load_node_config
+from cgalloc.inputs.config import load_node_config
+from cgalloc.inputs.thresholds import parse_percentage
 from cgalloc.model.allocatable import check_enforceable, compute
-from cgalloc.model.eviction import Threshold, parse_percentage
+from cgalloc.model.eviction import Threshold
 from cgalloc.model.limits import limits_from_resources
+from cgalloc.model.nodeconfig import NodeConfig
 from cgalloc.model.quantity import Quantity
 
 Q = Quantity.parse

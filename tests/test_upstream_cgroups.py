@@ -19,10 +19,9 @@ from __future__ import annotations
 import pytest
 from test_tree import V1_HUGETLB
 
-from cgalloc.host.cgroupfs import Hierarchy, limit_files, parse_limit_value
-from cgalloc.inputs.config import NodeConfig
 from cgalloc.inputs.pods import pod_cgroups
 from cgalloc.model.allocatable import Allocatable
+from cgalloc.model.hierarchy import Hierarchy, limit_files, parse_limit_value
 from cgalloc.model.limits import (
     Limits,
     convert_memory_swap_to_v2,
@@ -33,6 +32,7 @@ from cgalloc.model.limits import (
     shares_to_weight_kubelet,
     shares_to_weight_runc,
 )
+from cgalloc.model.nodeconfig import NodeConfig
 from cgalloc.model.podresources import GUARANTEED, Container, Pod, PodCgroup, resource_config
 from cgalloc.model.quantity import Quantity
 from cgalloc.model.tree import (

@@ -40,8 +40,9 @@ import pytest
 from clirun import run_cli
 
 from cgalloc.errors import InputError
-from cgalloc.host.capacity import parse_cpu_list
-from cgalloc.inputs.config import load_node_config, parse_duration
+from cgalloc.inputs.config import load_node_config
+from cgalloc.inputs.validate import parse_duration
+from cgalloc.model.cpuset import parse_cpu_list
 from cgalloc.model.podresources import (
     Container,
     Pod,

@@ -13,15 +13,12 @@ from typing import Any, NamedTuple
 
 from cgalloc.cli.render import warn
 from cgalloc.errors import InputError
-from cgalloc.host.capacity import read_capacity
-from cgalloc.inputs.config import (
-    BOOL_WORDS,
-    BY_FLAG,
-    NodeConfig,
-    dropin_root_note,
-    load_node_config,
-)
+from cgalloc.host.capacity import online_cpus, read_capacity
+from cgalloc.inputs.config import load_node_config
+from cgalloc.inputs.dropins import dropin_root_note
+from cgalloc.inputs.fields import BOOL_WORDS, BY_FLAG
 from cgalloc.model import versions
+from cgalloc.model.nodeconfig import NodeConfig
 from cgalloc.model.resources import ResourceList
 
 _PANEL = "Node inputs (kubelet flags and files)"
@@ -296,6 +293,7 @@ class NodeInputs(NamedTuple):
             config=self.config,
             config_dir=self.config_dir,
             node_config=self.node_config,
+            online_cpus=online_cpus,
         )
         note = dropin_root_note(self.config_dir) if self.config_dir else None
         warn([note] if note else [])

@@ -5,16 +5,13 @@ from __future__ import annotations
 import typer
 
 from cgalloc.cli.inputs import NodeInputs, enforcement_warnings
-from cgalloc.cli.render import OutputFormat, dumps, emit, output_option, printable, warn
+from cgalloc.cli.options import output_option
+from cgalloc.cli.render import OutputFormat, dumps, emit, printable, warn
 from cgalloc.cli.signature import NodeInputsCommand, node_inputs
-from cgalloc.inputs.config import (
-    BY_CONFIG,
-    DEFAULT_CFS_PERIOD_US,
-    DEFAULT_MAX_PODS,
-    NodeConfig,
-    go_duration,
-)
+from cgalloc.inputs.fields import BY_CONFIG
+from cgalloc.inputs.validate import go_duration
 from cgalloc.model import tree
+from cgalloc.model.nodeconfig import DEFAULT_CFS_PERIOD_US, DEFAULT_MAX_PODS, NodeConfig
 
 HELP = (
     "Print the KubeletConfiguration fragment (YAML) and the equivalent kubelet flags for these "

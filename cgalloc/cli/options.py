@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+
+import typer
 
 from cgalloc.cli.optspec import Opt
-
-if TYPE_CHECKING:
-    import typer
+from cgalloc.cli.render import OUTPUT
+from cgalloc.cli.signature import typer_option
+from cgalloc.errors import InputError
 
 TREE_PANEL = "Tree options"
 
@@ -17,8 +18,6 @@ TREE_PANEL = "Tree options"
 def _mount_path(value: str) -> str:
     # "" named the working directory: a plan of relative paths, and writes below the cwd
     if not value or "\x00" in value:
-        from cgalloc.errors import InputError
-
         raise InputError(
             f"--cgroupfs {value!r} names no directory; give where the cgroup hierarchy is "
             "mounted, such as /sys/fs/cgroup."
@@ -42,16 +41,11 @@ CGROUPFS = Opt(
 
 
 def cgroupfs_option() -> typer.models.OptionInfo:
-    from cgalloc.cli.signature import typer_option
-
     return typer_option(CGROUPFS)
 
 
 def state_dir_option() -> typer.models.OptionInfo:
-    import typer
-
-    # imported here: stats, which takes other options from this module, has no state directory
-    from cgalloc.ops.state import DEFAULT_STATE_DIR
+    from cgalloc.ops.state import DEFAULT_STATE_DIR  # show and stats have no state directory
 
     return typer.Option(
         DEFAULT_STATE_DIR,
@@ -64,8 +58,6 @@ def state_dir_option() -> typer.models.OptionInfo:
 
 
 def quiet_option() -> typer.models.OptionInfo:
-    import typer
-
     return typer.Option(
         False,
         "--quiet",
@@ -76,8 +68,6 @@ def quiet_option() -> typer.models.OptionInfo:
 
 
 def dry_run_option() -> typer.models.OptionInfo:
-    import typer
-
     return typer.Option(
         False,
         "--dry-run",
@@ -86,8 +76,6 @@ def dry_run_option() -> typer.models.OptionInfo:
 
 
 def pods_option() -> typer.models.OptionInfo:
-    import typer
-
     return typer.Option(
         [],
         "--pods",
@@ -98,3 +86,8 @@ def pods_option() -> typer.models.OptionInfo:
         " values the kubelet gives them (and the burstable tier's shares). Repeatable.",
         rich_help_panel=TREE_PANEL,
     )
+
+
+def output_option() -> typer.models.OptionInfo:
+    """The shared ``--output/-o`` option (:data:`cgalloc.cli.render.OUTPUT`) as typer's."""
+    return typer_option(OUTPUT)

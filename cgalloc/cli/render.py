@@ -5,12 +5,8 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from cgalloc.cli.optspec import Opt
-
-if TYPE_CHECKING:
-    import typer
 
 
 class OutputFormat(str, enum.Enum):
@@ -29,13 +25,6 @@ OUTPUT_HELP = (
 
 # The shared ``--output/-o`` option (default: table).
 OUTPUT = Opt("output", ("--output", "-o"), OutputFormat, OutputFormat.table, OUTPUT_HELP)
-
-
-def output_option() -> typer.models.OptionInfo:
-    """:data:`OUTPUT` as typer's option."""
-    from cgalloc.cli.signature import typer_option
-
-    return typer_option(OUTPUT)
 
 
 def aligned(rows: Sequence[Sequence[str]], padding: int = 2) -> list[str]:

@@ -18,29 +18,30 @@ from cgalloc.cli.options import (
     TREE_PANEL,
     cgroupfs_option,
     dry_run_option,
+    output_option,
     pods_option,
     quiet_option,
     state_dir_option,
 )
-from cgalloc.cli.render import OutputFormat, emit, output_option, printable, warn
+from cgalloc.cli.render import OutputFormat, emit, printable, warn
 from cgalloc.cli.signature import NodeInputsCommand, add_options, node_inputs
 from cgalloc.errors import HostError, InputError
-from cgalloc.host.capacity import node_cpus
+from cgalloc.host.capacity import online_cpus
 from cgalloc.host.cgroupfs import detect
 from cgalloc.host.systemd import (
     SYSTEMD_CONTROLLERS,
     Systemd,
-    SystemdUnits,
     cgroup_roles,
     existing_unit,
     slice_unit,
     systemd_running,
     use_dbus,
 )
-from cgalloc.inputs.config import NodeConfig
 from cgalloc.inputs.pods import load_pods, resize_warnings
 from cgalloc.model.allocatable import pods_capacity
+from cgalloc.model.cpuset import node_cpus
 from cgalloc.model.limits import WEIGHT_FORMULAS
+from cgalloc.model.nodeconfig import NodeConfig
 from cgalloc.ops.apply import (
     Interrupted,
     Result,
@@ -57,6 +58,7 @@ from cgalloc.ops.apply import (
 from cgalloc.ops.apply import switches as current_switches
 from cgalloc.ops.plan import Action, Plan, node_plan, require_no_refusals
 from cgalloc.ops.state import StateDir
+from cgalloc.ops.units import SystemdUnits
 
 SETUP_HELP = (
     "Create and enforce the node's cgroup tree: kubepods with the Node Allocatable limits, "
@@ -133,7 +135,7 @@ class TreeOptions:
             create_reserved=self.create_reserved,
             moves=moves,
             delegated=delegated,
-            cpus=node_cpus(cfg.capacity_overrides),
+            cpus=node_cpus(cfg.capacity_overrides, online_cpus),
         )
         p.warnings[:0] = resize_warnings(pods)  # in -o json's warnings too
         warn(p.warnings)

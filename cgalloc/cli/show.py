@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING
 import typer
 
 from cgalloc.cli.inputs import NodeInputs, enforcement_warnings
-from cgalloc.cli.options import pods_option
-from cgalloc.cli.render import OutputFormat, aligned, emit, output_option, warn
+from cgalloc.cli.options import output_option, pods_option
+from cgalloc.cli.render import OutputFormat, aligned, emit, warn
 from cgalloc.cli.signature import NodeInputsCommand, node_inputs
-from cgalloc.host.capacity import node_cpus
-from cgalloc.inputs.config import NodeConfig
+from cgalloc.host.capacity import online_cpus
 from cgalloc.model import tree
 from cgalloc.model.allocatable import (
     Allocatable,
@@ -23,7 +22,9 @@ from cgalloc.model.allocatable import (
     cpu_sets,
     pods_capacity,
 )
+from cgalloc.model.cpuset import node_cpus
 from cgalloc.model.limits import format_cpuset
+from cgalloc.model.nodeconfig import NodeConfig
 from cgalloc.model.resources import format_list
 
 if TYPE_CHECKING:
@@ -177,7 +178,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         cfg, capacity = inputs.load()
         alloc = compute(cfg, capacity)
-        cpus = node_cpus(cfg.capacity_overrides)
+        cpus = node_cpus(cfg.capacity_overrides, online_cpus)
         doc = result(cfg, alloc, cpus)
         cgroups: list[PodCgroup] = []
         if pods:

@@ -16,7 +16,7 @@ from cgalloc.cli.optspec import Opt
 from cgalloc.cli.render import OUTPUT, OutputFormat, dumps, echo, printable, warn
 from cgalloc.errors import InputError
 from cgalloc.host import netstats
-from cgalloc.host.cgroupfs import Hierarchy, controller_dirs
+from cgalloc.model.hierarchy import Hierarchy, controller_dirs
 from cgalloc.model.kernel_ranges import name_refusal
 from cgalloc.model.resources import MEMORY
 from cgalloc.model.tree import CGROUP_FIELDS

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from cgalloc.cli.render import aligned
 from cgalloc.errors import InputError
-from cgalloc.host.cgroupfs import V1_UNLIMITED_FLOOR
+from cgalloc.model.cgroup_v1 import UNLIMITED_FLOOR
 from cgalloc.ops import stats
 
 # Every role a row can have, in the order the tree lists them (stats.node_targets).
@@ -115,7 +115,7 @@ def memory(value: int | None) -> str:
     """Bytes in MiB below 1 GiB, GiB above; ``max`` for no limit."""
     if value is None:
         return "-"
-    if value >= V1_UNLIMITED_FLOOR:
+    if value >= UNLIMITED_FLOOR:
         return "max"
     if value >= 2**30:
         return f"{value / 2**30:.2f}GiB"

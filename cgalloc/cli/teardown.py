@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import typer
 
-from cgalloc.cli.options import cgroupfs_option, dry_run_option, quiet_option, state_dir_option
-from cgalloc.cli.render import OutputFormat, output_option, warn
+from cgalloc.cli.options import (
+    cgroupfs_option,
+    dry_run_option,
+    output_option,
+    quiet_option,
+    state_dir_option,
+)
+from cgalloc.cli.render import OutputFormat, warn
 from cgalloc.cli.setup import report, require_root
-from cgalloc.host.systemd import UnitRecord
 from cgalloc.ops.apply import peek_units, preview_teardown, teardown
 from cgalloc.ops.apply import switches as current_switches
 from cgalloc.ops.state import StateDir
+from cgalloc.ops.units import UnitRecord
 
 TEARDOWN_HELP = (
     "Undo what setup recorded in the state directory: restore the values it changed in "

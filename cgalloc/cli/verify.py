@@ -5,8 +5,8 @@ from __future__ import annotations
 import typer
 
 from cgalloc.cli.inputs import CAPACITY_IS_PLANNED, NodeInputs
-from cgalloc.cli.options import quiet_option, state_dir_option
-from cgalloc.cli.render import OutputFormat, output_option, warn
+from cgalloc.cli.options import output_option, quiet_option, state_dir_option
+from cgalloc.cli.render import OutputFormat, warn
 from cgalloc.cli.setup import TreeOptions, report, tree_options
 from cgalloc.cli.signature import NodeInputsCommand, node_inputs
 from cgalloc.ops.apply import peek_record, peek_units, plan_undo

@@ -31,7 +31,7 @@ from cgalloc.model.quantity import Quantity, QuantityError
 from cgalloc.model.resources import ResourceList, hugepage_size_bytes, is_hugepages
 
 if TYPE_CHECKING:
-    from cgalloc.inputs.config import NodeConfig
+    from cgalloc.model.nodeconfig import NodeConfig
 
 FIELD = "--pods"
 LIMIT = 64 << 20  # a whole cluster's `kubectl get pods -A -o json` can be tens of MB

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from cgalloc.errors import InputError
-from cgalloc.inputs.config import NodeConfig
 from cgalloc.model import eviction
+from cgalloc.model.nodeconfig import NodeConfig
 from cgalloc.model.quantity import Quantity
 from cgalloc.model.resources import (
     CPU,

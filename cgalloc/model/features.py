@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from cgalloc.model.versions import minor_tuple
 
 if TYPE_CHECKING:
-    from cgalloc.inputs.config import NodeConfig
+    from cgalloc.model.nodeconfig import NodeConfig
 
 ALPHA, BETA, GA = "ALPHA", "BETA", ""
 

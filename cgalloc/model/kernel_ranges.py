@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import lru_cache
 
-from cgalloc.host.capacity import MAX_CPU_ID, parse_cpuset
+from cgalloc.model.cpuset import MAX_CPU_ID, parse_cpuset
 
 PAGE_SIZE = 4096
 PAGE_COUNTER_MAX = (2**63 - 1) // PAGE_SIZE

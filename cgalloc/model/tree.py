@@ -25,10 +25,10 @@ from cgalloc.model.versions import minor_tuple
 # The planning functions below import limits themselves: stats and
 # kubelet-config use only the naming half of this module and should not pay for those.
 if TYPE_CHECKING:
-    from cgalloc.host.cgroupfs import Hierarchy
-    from cgalloc.inputs.config import NodeConfig
     from cgalloc.model.allocatable import Allocatable
+    from cgalloc.model.hierarchy import Hierarchy
     from cgalloc.model.limits import Limits
+    from cgalloc.model.nodeconfig import NodeConfig
     from cgalloc.model.podresources import PodCgroup
 
 SLICE_SUFFIX = ".slice"
@@ -429,7 +429,7 @@ def value_refusals(
     reserved cgroups) that the kernel would refuse or change, as the warnings of show: measured
     as cgroup v1 files, since show reads no cgroup (the ranges behind v2's files are the same).
     """
-    from cgalloc.host.cgroupfs import Hierarchy, limit_files
+    from cgalloc.model.hierarchy import Hierarchy, limit_files
 
     v1 = Hierarchy("v1", "/", {c: f"/{c}" for c in _V1}, None, frozenset(_V1))
     found = (

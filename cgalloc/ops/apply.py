@@ -25,19 +25,12 @@ from typing import NamedTuple, NoReturn, Protocol
 
 from cgalloc.errors import CgallocError, HostError, InputError, Interrupted
 from cgalloc.host import core
-from cgalloc.host.cgroupfs import cgroup_file
-from cgalloc.host.systemd import (
-    Systemd,
-    SystemdError,
-    SystemdUnits,
-    UnitRecord,
-    reset_properties,
-    stale_units,
-    wire_props,
-)
-from cgalloc.host.systemd import undo as undo_units
+from cgalloc.host.systemd import Systemd, SystemdError
+from cgalloc.model.hierarchy import cgroup_file
 from cgalloc.ops.plan import Action, LiveTree, Plan, cgroup_depth, read_file, undo_actions
 from cgalloc.ops.state import BOOT_ID_FILE, Record, StateDir
+from cgalloc.ops.units import SystemdUnits, UnitRecord, reset_properties, stale_units, wire_props
+from cgalloc.ops.units import undo as undo_units
 
 
 class KernelHooks(Protocol):

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from cgalloc.errors import CgallocError, InputError
 from cgalloc.host.systemd import slice_unit
-from cgalloc.inputs.config import NodeConfig
 from cgalloc.inputs.loading import read_bounded
+from cgalloc.model.nodeconfig import NodeConfig
 from cgalloc.model.tree import reserved_path
 
 UNIT_NAME = "cgalloc-setup.service"

@@ -24,18 +24,19 @@ from typing import NamedTuple
 
 from cgalloc.errors import CgallocError, HostError, InputError
 from cgalloc.host import core, procs
-from cgalloc.host.capacity import node_cpus, parse_cpuset
-from cgalloc.host.cgroupfs import (
+from cgalloc.host.capacity import online_cpus
+from cgalloc.host.core.records import READ_FLAGS
+from cgalloc.inputs.pods import pod_cgroups
+from cgalloc.model import cgroup_v2
+from cgalloc.model.allocatable import check_enforceable, compute, cpu_sets
+from cgalloc.model.cpuset import node_cpus, parse_cpuset
+from cgalloc.model.hierarchy import (
     cgroup_file,
     controller_dirs,
     fresh_value,
     limit_files,
     parse_limit_value,
-    v2_fresh_value,
 )
-from cgalloc.host.core.records import READ_FLAGS
-from cgalloc.inputs.pods import pod_cgroups
-from cgalloc.model.allocatable import check_enforceable, compute, cpu_sets
 from cgalloc.model.kernel_ranges import name_refusal, value_refusal
 from cgalloc.model.tree import (
     CGROUP_FIELDS,
@@ -546,7 +547,7 @@ def build(
     """Diff ``desired`` (parents first, tree.DesiredCgroup) against the live tree.
 
     ``limit_files(hierarchy, limits, weight_formula)`` maps a cgroup's limits to
-    (controller, file, value) triples (cgroupfs.limit_files). ``moves`` lists
+    (controller, file, value) triples (hierarchy.limit_files). ``moves`` lists
     (role, process names) to move into the cgroup of that role. ``delegated`` controllers are
     enabled in cgroup.subtree_control by another manager (systemd, for the units' properties),
     so the plan neither enables nor requires them there.
@@ -656,7 +657,7 @@ def build(
                 # the kernel's default, which is what undo must restore
                 parent = (mounts["cpu"], os.path.dirname(d.path))
                 if c in enabling.get(parent, ()):
-                    old = v2_fresh_value(f)
+                    old = cgroup_v2.fresh_value(f)
             if same_value(f, old, v):
                 continue
             shrinking = _shrinks(f, old, v)
@@ -831,7 +832,7 @@ def cgroup_depth(path: str) -> int:
 
 def undo_actions(stale, version: str, root: str, units=None) -> list[Action]:
     """How to undo ``stale`` (ownership.Record.stale: what earlier runs did that the inputs no
-    longer want) and ``units`` (systemd.stale_units), in order: restore the values changed in
+    longer want) and ``units`` (units.stale_units), in order: restore the values changed in
     cgroups cgalloc did not create, reset the files it wrote in its own cgroups that stay to
     the kernel's default for a new cgroup, restore unit properties, then stop the transient
     units and remove the cgroups it made, deepest first. An entry with nothing left to undo
@@ -891,7 +892,7 @@ def node_plan(
 
     ``pods`` are podresources.Pod objects (pods.load_pods); their cgroup values follow the
     hierarchy's version (MemoryQoS is v2-only). ``cpus`` are the node's CPUs
-    (capacity.node_cpus, read when not given).
+    (cpuset.node_cpus, read when not given).
 
     Returns the plan and the desired cgroups.
     """
@@ -899,7 +900,7 @@ def node_plan(
     check_enforceable(alloc)
     cgroups = pod_cgroups(pods, cfg, hierarchy.version == "v2")
     if cpus is None:
-        cpus = node_cpus(cfg.capacity_overrides)
+        cpus = node_cpus(cfg.capacity_overrides, online_cpus)
     desired = desired_tree(cfg, alloc, hierarchy, cgroups, cpus)
     p = build(
         hierarchy,

@@ -28,14 +28,15 @@ from typing import TYPE_CHECKING, NamedTuple
 from cgalloc.errors import HostError
 from cgalloc.host import core
 from cgalloc.host.capacity import max_pids
-from cgalloc.host.cgroupfs import Hierarchy, controller_dirs, detect
+from cgalloc.host.cgroupfs import detect
 from cgalloc.host.core.records import MAX, OK, FileSpec, Snapshot
 from cgalloc.model import tree
+from cgalloc.model.hierarchy import Hierarchy, controller_dirs
 from cgalloc.model.resources import CPU, MEMORY
 
 if TYPE_CHECKING:
     from cgalloc.host import sampler_policy
-    from cgalloc.inputs.config import NodeConfig
+    from cgalloc.model.nodeconfig import NodeConfig
 
 UNLIMITED = 2**64 - 1  # how "max" is reported (cAdvisor's math.MaxUint64)
 MEMORY_UNLIMITED_ABOVE = 1 << 62  # the kubelet's isMemoryUnlimited bound for availableBytes
