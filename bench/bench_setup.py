@@ -43,14 +43,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import fakecgroup
 
-import cgalloc.cli.inputs
-import cgalloc.ops.apply
 from bench import results
 from bench.trees import build_c
 from cgalloc.cli import main
 from cgalloc.host.cgroupfs import detect
-from cgalloc.inputs.config import load_node_config
-from cgalloc.ops.apply import TestSwitches
+from cgalloc.host.machine import Host
 from cgalloc.ops.plan import hierarchy_mounts
 
 PODS = int(os.environ.get("CGALLOC_BENCH_PODS", "1000"))
@@ -171,9 +168,10 @@ class Node:
         else:
             self.root = fakecgroup.make_tree(self.base, "v2")
             tree = ["--cgroupfs", str(self.root), "--system-reserved-cgroup", "/system.slice"]
-        # setup refuses --capacity on the real cgroupfs: the pytest form (_env) plans NODE's
-        # capacity; the interleaved --suites setup plans the VM's own
+        # setup refuses --capacity on the real cgroupfs: it plans the VM's own there
         node = NODE[2:] if REAL else NODE
+        # the fake tree's host is the test suite's, with the timed fake kernel
+        self.host = Host() if REAL else fakecgroup.FakeHost(self.base, KERNEL)
         self.args = [*node, *tree, "--pods", str(_pods_file(self.base))]
         self.args += ["--state-dir", str(self.base / "state")]
 
@@ -189,7 +187,7 @@ class Node:
             sys.stdout = fh
             start = time.perf_counter()
             try:
-                main(["setup", *self.args, "-o", "json", *extra])
+                main(["setup", *self.args, "-o", "json", *extra], self.host)
             except SystemExit as exc:
                 assert not exc.code, exc.code
             finally:
@@ -200,7 +198,7 @@ class Node:
     def quiet(self) -> None:
         """``setup --quiet``: the run without rendering its report (a provisioning script's)."""
         try:
-            main(["setup", *self.args, "--quiet"])
+            main(["setup", *self.args, "--quiet"], self.host)
         except SystemExit as exc:
             assert not exc.code, exc.code
 
@@ -264,26 +262,14 @@ class Node:
 
 @pytest.fixture(scope="module", autouse=True)
 def _env():
-    saved = cgalloc.ops.apply.SWITCHES
-    read = cgalloc.cli.inputs.read_capacity
-    if REAL:
-        # the planned node of NODE's --capacity (as tests/kernel/planned.py gives the VM tests)
-        planned = load_node_config({"capacity": [NODE[1]]}).capacity_overrides
-        cgalloc.cli.inputs.read_capacity = lambda root_dir: {**read(root_dir), **planned}
     yield
-    cgalloc.ops.apply.SWITCHES = saved
-    cgalloc.cli.inputs.read_capacity = read
     if RESULTS:
         where = "real cgroupfs" if REAL else "fake v2 tree"
         results.SECTIONS.append((f"setup of a tree with {PODS} pod cgroups ({where})", table()))
 
 
 def _fresh() -> Node:
-    node = Node()
-    if not REAL:
-        # the fake tree, installed in-process (the tool reads no test switch from anywhere)
-        cgalloc.ops.apply.SWITCHES = TestSwitches(True, KERNEL, str(node.base / "mountinfo"))
-    return node
+    return Node()
 
 
 def test_cgalloc_cold(benchmark):

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from cgalloc.cli import main
 
+# The host a test's CLI runs act on: None is this machine (fakecgroup.use_fake_tree sets a
+# fake one for the test).
+HOST = None
+
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of ``cgalloc ARGV``."""
+    """(exit status, stdout, stderr) of ``cgalloc ARGV`` on :data:`HOST`."""
     try:
-        main(list(argv))
+        main(list(argv), HOST)
         code = 0
     except SystemExit as exc:
         code = exc.code or 0

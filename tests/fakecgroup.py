@@ -15,6 +15,8 @@ import os
 import uuid
 from pathlib import Path
 
+from cgalloc.host.machine import Host, read_boot_id
+
 MARKER = ".fake-cgroup.json"
 BOOT_ID = "boot_id"  # the fake kernel's /proc/sys/kernel/random/boot_id, beside the tree
 V2_CONTROLLERS = "cpuset cpu io memory hugetlb pids rdma misc"
@@ -205,16 +207,38 @@ def fake_hierarchy(base: Path, version: str):
     return root, detect(str(root), str(base / "mountinfo"))
 
 
-def fake_switches(base: Path, kernel=None):
-    """The apply switches for the fake tree under ``base`` (see :func:`make_tree`)."""
-    from cgalloc.ops.apply import TestSwitches
+class FakeHost(Host):
+    """This suite's machine: a cgroup tree in a directory (:func:`make_tree`) standing for this
+    node's, with ``kernel`` standing in for the kernel's part (None: changes go to the C core
+    as on a real kernel). Not this node, not systemd's, and every change is allowed."""
 
-    return TestSwitches(
-        allow_any_fs=True,
-        kernel=kernel or KERNEL,
-        mountinfo=str(Path(base) / "mountinfo"),
-        boot_id_file=str(Path(base) / BOOT_ID),
-    )
+    __test__ = False
+    is_this_node = False
+
+    def __init__(self, base: Path | None = None, kernel=None) -> None:
+        self.kernel = kernel
+        self._boot_id_file = str(Path(base) / BOOT_ID) if base is not None else None
+        if base is not None:
+            self.mountinfo = str(Path(base) / "mountinfo")
+
+    def boot_id(self) -> str:
+        return read_boot_id(self._boot_id_file) if self._boot_id_file else super().boot_id()
+
+    def open_root(self, mount: str):
+        from cgalloc.host import core
+
+        return core.open_root(mount, allow_any_fs=True)
+
+    def systemd_manages_cgroups(self) -> bool:
+        return False
+
+    def privileged(self) -> bool:
+        return True
+
+
+def fake_host(base: Path, kernel=None) -> FakeHost:
+    """The host of the fake tree under ``base`` (see :func:`make_tree`), with the fake kernel."""
+    return FakeHost(base, kernel or KERNEL)
 
 
 def reboot(base: Path) -> None:
@@ -222,8 +246,11 @@ def reboot(base: Path) -> None:
     (Path(base) / BOOT_ID).write_text(str(uuid.uuid4()) + "\n")
 
 
-def use_fake_tree(monkeypatch, base: Path, kernel=None) -> None:
-    """Make the CLI commands run in this process act on the fake tree under ``base``."""
-    import cgalloc.ops.apply
+def use_fake_tree(monkeypatch, base: Path, kernel=None) -> FakeHost:
+    """Make the CLI commands this test runs through :func:`clirun.run_cli` act on the fake tree
+    under ``base``; the host they are handed."""
+    import clirun
 
-    monkeypatch.setattr(cgalloc.ops.apply, "SWITCHES", fake_switches(base, kernel))
+    host = fake_host(base, kernel)
+    monkeypatch.setattr(clirun, "HOST", host)
+    return host

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fakecgroup import fake_switches
+from fakecgroup import fake_host
 
 import cgalloc.ops.apply
 from cgalloc import cli
@@ -41,8 +41,7 @@ def start(argv: list[str]) -> None:
         rest = rest[2:]
     if rest[:1] == ["--"]:
         rest = rest[1:]
-    cgalloc.ops.apply.SWITCHES = fake_switches(Path(base))
-    cli.run(rest)  # as the installed program runs it
+    cli.run(rest, fake_host(Path(base)))  # as the installed program runs it
 
 
 if __name__ == "__main__":

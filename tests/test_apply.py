@@ -10,16 +10,16 @@ import time
 from pathlib import Path
 
 import pytest
-from fakecgroup import KERNEL, fake_hierarchy, snapshot
+from fakecgroup import KERNEL, FakeHost, fake_hierarchy, snapshot
 
 from cgalloc.model.limits import Limits
 from cgalloc.model.tree import DesiredCgroup
 from cgalloc.ops import plan
-from cgalloc.ops.apply import TestSwitches, apply, teardown
+from cgalloc.ops.apply import apply, teardown
 from cgalloc.ops.state import StateDir
 
 MI = 1 << 20
-SWITCHES = TestSwitches(allow_any_fs=True, kernel=KERNEL)
+HOST = FakeHost(kernel=KERNEL)
 
 
 def _desired():
@@ -34,12 +34,12 @@ def _run(state: StateDir, h, desired, **kw):
     with state.locked():
         record = state.load()
         p = plan.build(h, desired, **kw)
-        return apply(p, state, record, switches=SWITCHES)
+        return apply(p, state, record, host=HOST)
 
 
 def _teardown(state: StateDir, root):
     with state.locked():
-        return teardown(str(root), state, state.load(), switches=SWITCHES)
+        return teardown(str(root), state, state.load(), host=HOST)
 
 
 def _read(path: Path) -> str:
@@ -176,7 +176,7 @@ def test_reserved_procs_are_moved_by_name(tmp_path, named_sleeper):
         assert p.warnings == [
             "no running process named 'no-such-proc-xyz' to move into /kube.slice"
         ]
-        apply(p, state, state.load(), switches=SWITCHES)
+        apply(p, state, state.load(), host=HOST)
     assert _read(root / "kube.slice" / "cgroup.procs") == str(pid)
 
 
@@ -228,7 +228,7 @@ def test_a_directory_systemd_made_after_the_plan_is_not_cgallocs(tmp_path):
         p = plan.build(h, desired)
         assert any(a.kind == "mkdir" and a.path == "system.slice" for a in p.actions)
         units = SystemdUnits.for_plan(client, state.path, p, v2=False)
-        apply(p, state, state.load(), switches=SWITCHES, units=units)
+        apply(p, state, state.load(), host=HOST, units=units)
     assert _read(root / "cpu,cpuacct" / "system.slice" / "cpu.shares") == "512"
     record = json.loads((tmp_path / "state" / "owned.json").read_text())
     assert [str(root / "cpu,cpuacct"), "system.slice"] not in record["created"]

@@ -9,12 +9,12 @@ per-change path); the real kernel runs the same path in tests/kernel."""
 from __future__ import annotations
 
 import pytest
-from fakecgroup import snapshot
+from fakecgroup import FakeHost, snapshot
 
 import cgalloc.host.core
 from cgalloc.errors import CgallocError, HostError
 from cgalloc.host.core import native, pure
-from cgalloc.ops.apply import BATCH, Roots, TestSwitches, apply
+from cgalloc.ops.apply import BATCH, Roots, apply
 from cgalloc.ops.plan import Action, Plan
 from cgalloc.ops.state import StateDir
 
@@ -58,10 +58,10 @@ def _plan(root) -> Plan:
 
 
 def _apply(impl, root, state, p, on_done=None):
-    roots = Roots(opener=impl.open_root, allow_any_fs=True)
-    switches = TestSwitches(allow_any_fs=True)
+    roots = Roots(lambda m: impl.open_root(m, allow_any_fs=True))
+    host = FakeHost()
     with state.locked():
-        return apply(p, state, state.load(), roots=roots, switches=switches, on_done=on_done)
+        return apply(p, state, state.load(), roots=roots, host=host, on_done=on_done)
 
 
 def test_every_change_made_in_order_and_recorded(impl, tmp_path):
@@ -131,10 +131,10 @@ def test_the_callers_record_object_holds_the_changes_after_the_whole_plan(impl, 
     """Later steps (setup's converge, its memo) update and save the record object apply was
     given: after the whole-plan path it holds every change, as the saved file does."""
     root, state = _tree(tmp_path), StateDir(str(tmp_path / "state"))
-    roots = Roots(opener=impl.open_root, allow_any_fs=True)
+    roots = Roots(lambda m: impl.open_root(m, allow_any_fs=True))
     with state.locked():
         record = state.load()
-        apply(_plan(root), state, record, roots=roots, switches=TestSwitches(allow_any_fs=True))
+        apply(_plan(root), state, record, roots=roots, host=FakeHost())
         assert record == state.load()
     assert len(record.created) == PODS and record.boot == state.boot
 
@@ -155,10 +155,10 @@ def test_a_mount_whose_root_cannot_be_opened_fails_its_first_change(impl, progre
         return impl.open_root(mount, allow_any_fs=allow_any_fs)
 
     before = snapshot(root)
-    switches = TestSwitches(allow_any_fs=True)
+    host = FakeHost()
     with state.locked(), pytest.raises(CgallocError) as info:
-        apply(p, state, state.load(), roots=Roots(opener, True), switches=switches,
-              on_done=progress)  # fmt: skip
+        roots = Roots(lambda m: opener(m, allow_any_fs=True))
+        apply(p, state, state.load(), roots=roots, host=host, on_done=progress)
     assert f"all {n} earlier changes were undone" in str(info.value)
     assert "is not a cgroup filesystem" in str(info.value)
     assert snapshot(root) == before

@@ -15,20 +15,18 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from clirun import run_cli
-from fakecgroup import KERNEL, FakeKernel, fake_hierarchy, snapshot, use_fake_tree
+from fakecgroup import KERNEL, FakeHost, FakeKernel, fake_hierarchy, snapshot, use_fake_tree
 from nodeargs import DESIRED, NODE_SYSTEM_RESERVED
 
 import cgalloc.host.core
 from cgalloc.errors import CgallocError
 from cgalloc.host.core import native
 from cgalloc.ops import plan
-from cgalloc.ops.apply import BATCH, SIGNALS, Interrupted, Roots, SignalGuard, TestSwitches, apply
+from cgalloc.ops.apply import BATCH, SIGNALS, Interrupted, Roots, SignalGuard, apply
 from cgalloc.ops.state import StateDir
 
 TESTS = Path(__file__).resolve().parent
@@ -121,7 +119,7 @@ def _apply(base: Path, h, kernel, **kw):
     state = StateDir(str(base / "state"))
     with state.locked():
         p = plan.build(h, DESIRED)
-        return apply(p, state, state.load(), switches=TestSwitches(True, kernel), **kw)
+        return apply(p, state, state.load(), host=FakeHost(kernel=kernel), **kw)
 
 
 def _total(base: Path, version: str) -> int:
@@ -228,75 +226,16 @@ def test_batched_apply_acts_on_a_signal_after_the_batch(tmp_path, monkeypatch):
     before = snapshot(root)
     state = StateDir(str(tmp_path / "state"))
     with state.locked(), pytest.raises(Interrupted) as info:
-        apply(p, state, state.load(), roots=Roots(native.open_root, True), on_done=[].append)
+        apply(
+            p, state, state.load(), host=FakeHost(),
+            roots=Roots(lambda m: native.open_root(m, allow_any_fs=True)), on_done=[].append,
+        )  # fmt: skip
     assert calls == [BATCH]  # the second batch was never started
     assert str(info.value).endswith(
         f"all {BATCH} earlier changes were undone, the node is as it was."
     )
     assert snapshot(root) == before
     assert _left(tmp_path / "state") in ([], ["lock"])
-
-
-class _Fifo:
-    """A FIFO that holds a core call in its write until the reading end is opened; the reader
-    is opened after 10 s at the latest, so a broken test fails instead of hanging."""
-
-    def __init__(self, path: Path) -> None:
-        os.mkfifo(path)
-        self.path, self.fd = path, None
-        self.timer = threading.Timer(10, self.open_reader)
-
-    def __enter__(self) -> _Fifo:
-        self.timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.timer.cancel()
-        self.open_reader()  # a call still held (the test failed) ends before the tree goes
-
-    def wait_until(self, made: Path) -> None:
-        """Until ``made`` exists (the change before the FIFO's), then 50 ms more: the core call
-        is then held opening the FIFO to write."""
-        deadline = time.monotonic() + 10
-        while not made.exists() and time.monotonic() < deadline:
-            time.sleep(0.001)
-        time.sleep(0.05)
-
-    def open_reader(self) -> None:
-        if self.fd is None:
-            self.fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
-
-    def read(self) -> bytes:
-        try:
-            return os.read(self.fd, 64)
-        finally:
-            os.close(self.fd)
-
-
-def _apply_held(tmp_path: Path, then: Callable[[_Fifo], None], raises: type) -> tuple:
-    """apply of mkdir pod0, a write into kubepods/fifo, then 49 more mkdirs, with no progress
-    lines (one core call on a second thread). Its meanwhile waits until the call is held at
-    the FIFO and runs ``then``, which must get the reading end opened. Returns the exception
-    apply raised (``raises``), what the FIFO got, and kubepods' entries."""
-    root = tmp_path / "cg"
-    (root / "kubepods").mkdir(parents=True)
-    m = str(root)
-    actions = [plan.Action("mkdir", m, "kubepods/pod0", cgroup="kubepods/pod0")]
-    actions.append(plan.Action("write", m, "kubepods", "fifo", "", "1", "kubepods"))
-    actions += [
-        plan.Action("mkdir", m, f"kubepods/pod{i}", cgroup=f"kubepods/pod{i}") for i in range(1, 50)
-    ]
-    fifo = _Fifo(root / "kubepods" / "fifo")
-
-    def meanwhile():
-        fifo.wait_until(root / "kubepods" / "pod0")
-        then(fifo)
-
-    state = StateDir(str(tmp_path / "state"))
-    p = plan.Plan(root=m, version="v2", actions=actions)
-    with fifo, state.locked(), pytest.raises(raises) as info:
-        apply(p, state, state.load(), roots=Roots(native.open_root, True), meanwhile=meanwhile)
-    return info.value, fifo.read(), sorted(os.listdir(root / "kubepods"))
 
 
 class Raised(BaseException):
@@ -445,8 +384,7 @@ class Waiting(fakecgroup.FakeKernel):
         super().after_write(mount, relpath)
         self._changed()
 
-cgalloc.ops.apply.SWITCHES = fakecgroup.fake_switches(Path({base!r}), Waiting())
-main(sys.argv[1:])
+main(sys.argv[1:], fakecgroup.fake_host(Path({base!r}), Waiting()))
 """
 
 

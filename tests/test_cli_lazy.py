@@ -30,7 +30,10 @@ def test_help_imports_no_command_module():
     for name in COMMANDS:
         assert name in out.stdout
     # the typer app and the converters it gives typer's options
-    assert loaded == "['cgalloc.cli', 'cgalloc.cli.group', 'cgalloc.cli.optspec', 'cgalloc.errors']"
+    assert loaded == (
+        "['cgalloc.cli', 'cgalloc.cli.group', 'cgalloc.cli.optspec', 'cgalloc.errors',"
+        " 'cgalloc.host', 'cgalloc.host.machine']"
+    )
 
 
 def test_unknown_command_is_a_usage_error():

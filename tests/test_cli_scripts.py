@@ -13,7 +13,8 @@ from clirun import run_cli
 from fakecgroup import existing_system_slice, snapshot
 from test_cli_setup import NODE, fake_tree, where
 
-from cgalloc.cli.inputs import CAPACITY_IS_PLANNED, SYSTEM_RESERVED_RISK
+from cgalloc.cli.inputs import CAPACITY_IS_PLANNED
+from cgalloc.model.nodeconfig import SYSTEM_RESERVED_RISK
 
 WARNING = f"cgalloc: warning: {SYSTEM_RESERVED_RISK}"
 PROGRESS = re.compile(r"\[(\d+)/(\d+)\] (.*)")

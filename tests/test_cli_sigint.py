@@ -11,9 +11,10 @@ import time
 
 from fakecgroup import fake_hierarchy
 
-from cgalloc.cli.setup import late_signal
 from cgalloc.errors import Interrupted
 from cgalloc.ops.apply import Result
+from cgalloc.ops.plan import Plan
+from cgalloc.ops.setup import Setup, late_signal
 
 CAP = ["--capacity", "cpu=4,memory=8Gi,pid=4096,ephemeral-storage=100Gi"]
 
@@ -65,7 +66,8 @@ def test_main_answers_ctrl_c_over_pythons_default_handler():
 
 def test_a_late_signal_with_undo_kept_does_not_say_the_tree_is_as_planned():
     kept = Result("/sys/fs/cgroup", kept=["rmdir /x: failed: Device or resource busy"])
-    said = late_signal(signal.SIGTERM, Result("/sys/fs/cgroup"), kept)
+    run = Setup(Plan("/sys/fs/cgroup"), Result("/sys/fs/cgroup"), kept, None, set(), signal.SIGTERM)
+    said = late_signal(run)
     assert "as planned" not in said
     assert "could not be undone" in said
 

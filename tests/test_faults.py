@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakecgroup import KERNEL, fake_hierarchy, snapshot
+from fakecgroup import KERNEL, FakeHost, fake_hierarchy, snapshot
 from nodeargs import DESIRED, NODE_SYSTEM_RESERVED
 
-from cgalloc.cli.inputs import SYSTEM_RESERVED_RISK
 from cgalloc.errors import CgallocError
 from cgalloc.host import core
+from cgalloc.model.nodeconfig import SYSTEM_RESERVED_RISK
 from cgalloc.ops import plan
-from cgalloc.ops.apply import Roots, TestSwitches, apply
+from cgalloc.ops.apply import Roots, apply
 from cgalloc.ops.state import StateDir
 
 REPO = Path(__file__).resolve().parent.parent
@@ -71,11 +71,12 @@ def test_nth_change_failing_restores_the_tree_exactly(tmp_path, version):
         def opener(mount, allow_any_fs=False, counter=counter, n=n):
             return FailingRoot(core.open_root(mount, allow_any_fs=allow_any_fs), counter, n)
 
-        switches = TestSwitches(allow_any_fs=True, kernel=KERNEL)
+        host = FakeHost(kernel=KERNEL)
         with state.locked(), pytest.raises(CgallocError) as exc:
             p = plan.build(h, DESIRED)
             assert len(p.actions) == total
-            apply(p, state, state.load(), roots=Roots(opener, True), switches=switches)
+            roots = Roots(lambda m: opener(m, allow_any_fs=True))
+            apply(p, state, state.load(), roots=roots, host=host)
         assert "Input/output error (errno 5)" in str(exc.value)
         assert str(exc.value).endswith(
             f"all {n - 1} earlier changes were undone, the node is as it was."

@@ -58,7 +58,7 @@ def _entry(kind, mount, path, file, old, controllers) -> dict:
 
 
 def test_a_journal_is_read_back_entry_for_entry(tmp_path):
-    state = StateDir(str(tmp_path / "state"), str(tmp_path / "no-boot-id"))
+    state = StateDir(str(tmp_path / "state"), boot="")
     changes = [
         ("mkdir", "/m", "kubepods/pod\u2028a", "", None, ()),
         ("write", "/m", "kubepods", "cpu.shares", "1024", ()),

@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+from fakecgroup import FakeHost
 from jeepney import HeaderFields, Parser, new_method_return
 
 from cgalloc.errors import CgallocError, HostError, InputError
@@ -256,8 +257,9 @@ def test_teardown_keeps_units_systemd_did_not_answer_for(tmp_path, silent_system
     with state.locked():
         units.save(state.path)
         result = teardown(
-            str(tmp_path), state, Record(), systemd=Systemd(silent_systemd, timeout=0.3)
-        )
+            str(tmp_path), state, Record(), host=FakeHost(),
+            systemd=Systemd(silent_systemd, timeout=0.3),
+        )  # fmt: skip
     unanswered = (
         f"systemd at {silent_systemd} answered none of 4 Pings on a new connection "
         "(the last waited 0.3 s)."
@@ -363,7 +365,7 @@ def test_converge_undoes_units_and_properties_no_longer_wanted(tmp_path):
     # kube-reserved (/kube.slice, a slice cgalloc started) no longer enforced; system.slice
     # keeps its memory limit but not its CPU weight; kubepods keeps its cgroup but not its
     # memory limit (reset to the kernel's default, on the unit too).
-    from cgalloc.ops.apply import TestSwitches, converge, plan_undo
+    from cgalloc.ops.apply import converge, plan_undo
     from cgalloc.ops.plan import Plan
 
     root, state, record, units = _converge_tree(tmp_path)
@@ -379,7 +381,7 @@ def test_converge_undoes_units_and_properties_no_longer_wanted(tmp_path):
     ]
     client = _Recorder({"kubepods.slice", "kube.slice", "system.slice"}, root)
     result = converge(
-        plan, state, record, stale, switches=TestSwitches(allow_any_fs=True), systemd=client,
+        plan, state, record, stale, host=FakeHost(), systemd=client,
         units=units, stale_u=stale_u,
     )  # fmt: skip
     assert result.kept == []
@@ -398,7 +400,7 @@ def test_converge_undoes_units_and_properties_no_longer_wanted(tmp_path):
 
 
 def test_a_no_longer_wanted_slice_with_processes_is_not_stopped(tmp_path):
-    from cgalloc.ops.apply import TestSwitches, converge, plan_undo
+    from cgalloc.ops.apply import converge, plan_undo
     from cgalloc.ops.plan import Plan, drift
 
     root, state, record, units = _converge_tree(tmp_path)
@@ -409,7 +411,7 @@ def test_a_no_longer_wanted_slice_with_processes_is_not_stopped(tmp_path):
     stale, stale_u = plan_undo(plan, record, units)
     client = _Recorder({"kubepods.slice", "kube.slice", "system.slice"}, root)
     result = converge(
-        plan, state, record, stale, switches=TestSwitches(allow_any_fs=True), systemd=client,
+        plan, state, record, stale, host=FakeHost(), systemd=client,
         units=units, stale_u=stale_u,
     )  # fmt: skip
     assert result.kept == ["kube.slice: kept, it still has processes"]

@@ -14,6 +14,7 @@ import sys
 import threading
 
 from cgalloc.errors import CgallocError, Interrupted
+from cgalloc.host.machine import Host
 
 # Command name -> (module in cgalloc.cli, what --help lists for it), in --help order. The listing
 # is the start of each command's own help (tests/test_cli_lazy.py checks), so it needs no import.
@@ -35,11 +36,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 COMPLETE_VAR = "_CGALLOC_COMPLETE"
 
 
-def run(argv: list[str] | None = None) -> None:
+def run(argv: list[str] | None = None, host: Host | None = None) -> None:
     """The ``cgalloc`` program (console script, ``python -m cgalloc``): :func:`main` with the
     program's own stdout."""
     _own_stdout()
-    main(argv)
+    main(argv, host)
 
 
 class StdoutError(Exception):
@@ -90,12 +91,13 @@ class OutputLost(CgallocError):
     exit_code = 3
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app, turning cgalloc errors into one message and an exit status."""
+def main(argv: list[str] | None = None, host: Host | None = None) -> None:
+    """Entry point: run the app on ``host`` (this machine by default), turning cgalloc errors
+    into one message and an exit status."""
     previous = _sigint_as_error()
     try:
         try:
-            _invoke(argv)
+            _invoke(argv, host or Host())
         except StdoutError as exc:
             raise _output_lost(exc) from None
         except SystemExit as exc:
@@ -116,11 +118,12 @@ def main(argv: list[str] | None = None) -> None:
             signal.signal(signal.SIGINT, previous)
 
 
-def _invoke(argv: list[str] | None) -> None:
-    """The command line, as click's standalone mode runs it: it ends in SystemExit."""
+def _invoke(argv: list[str] | None, host: Host) -> None:
+    """The command line, as click's standalone mode runs it: it ends in SystemExit. The
+    commands find ``host`` as their context's object."""
     from cgalloc.cli.group import app
 
-    app(args=argv, prog_name="cgalloc", standalone_mode=True)
+    app(args=argv, prog_name="cgalloc", standalone_mode=True, obj=host)
 
 
 def __getattr__(name: str) -> object:

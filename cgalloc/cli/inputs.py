@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from cgalloc.cli.render import warn
 from cgalloc.errors import InputError
-from cgalloc.host.capacity import online_cpus, read_capacity
+from cgalloc.host.capacity import node_capacity, online_cpus
 from cgalloc.inputs.config import load_node_config
 from cgalloc.inputs.dropins import dropin_root_note
 from cgalloc.inputs.fields import BOOL_WORDS, BY_FLAG
@@ -305,13 +305,6 @@ class NodeInputs(NamedTuple):
         return cfg, node_capacity(cfg)
 
 
-def node_capacity(cfg: NodeConfig) -> ResourceList:
-    """This host's capacity (read below ``cfg.root_dir``) with ``--capacity`` applied."""
-    capacity = read_capacity(cfg.root_dir)
-    capacity.update(cfg.capacity_overrides)
-    return capacity
-
-
 # The kubelet's boolean flags (pflag NoOptDefVal "true"): their value only ever follows '='.
 BOOL_OPTIONS = {
     f"--{o.flag}": BY_FLAG[o.flag] for o in _OPTIONS if o.flag and BY_FLAG[o.flag].kind == "bool"
@@ -355,17 +348,9 @@ def node_inputs_from(values: dict[str, Any]) -> NodeInputs:
     return NodeInputs(flags=flags, **files)
 
 
-SYSTEM_RESERVED_RISK = (
-    "enforcing system-reserved can CPU-starve or OOM-kill critical system services; enforce it "
-    "only on nodes profiled exhaustively, and be ready to recover from an OOM kill in that "
-    "cgroup (Kubernetes' Reserve Compute Resources for System Daemons)."
-)
 CAPACITY_IS_PLANNED = (
     "--capacity plans another node type: this compares the live tree with that node's limits, "
     "not with this node's."
 )
 
 
-def enforcement_warnings(cfg: NodeConfig) -> list[str]:
-    """Warnings the Kubernetes documentation gives for what ``cfg`` enforces."""
-    return [SYSTEM_RESERVED_RISK] if "system-reserved" in cfg.enforce_node_allocatable else []

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import typer
 
-from cgalloc.cli.inputs import NodeInputs, enforcement_warnings
+from cgalloc.cli.inputs import NodeInputs
 from cgalloc.cli.options import output_option
 from cgalloc.cli.render import OutputFormat, dumps, emit, printable, warn
 from cgalloc.cli.signature import NodeInputsCommand, node_inputs
 from cgalloc.inputs.fields import BY_CONFIG
 from cgalloc.inputs.validate import go_duration
 from cgalloc.model import tree
-from cgalloc.model.nodeconfig import DEFAULT_CFS_PERIOD_US, DEFAULT_MAX_PODS, NodeConfig
+from cgalloc.model.nodeconfig import (
+    DEFAULT_CFS_PERIOD_US,
+    DEFAULT_MAX_PODS,
+    NodeConfig,
+    enforcement_warnings,
+)
 
 HELP = (
     "Print the KubeletConfiguration fragment (YAML) and the equivalent kubelet flags for these "

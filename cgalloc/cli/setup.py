@@ -1,19 +1,18 @@
 """``cgalloc setup``: create and enforce the node's cgroup tree (plan, then apply).
 
-Also holds what ``verify`` and ``teardown`` share with it: the tree options (``@tree_options``),
-the root check and the report layout.
+Also holds what ``verify`` and ``teardown`` share with it: the tree options (``@tree_options``)
+and the report layout.
 """
 
 from __future__ import annotations
 
 import inspect
-import os
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import typer
 
-from cgalloc.cli.inputs import NodeInputs, enforcement_warnings, node_capacity
+from cgalloc.cli.inputs import NodeInputs
 from cgalloc.cli.options import (
     TREE_PANEL,
     cgroupfs_option,
@@ -25,40 +24,20 @@ from cgalloc.cli.options import (
 )
 from cgalloc.cli.render import OutputFormat, emit, printable, warn
 from cgalloc.cli.signature import NodeInputsCommand, add_options, node_inputs
-from cgalloc.errors import HostError, InputError
-from cgalloc.host.capacity import online_cpus
-from cgalloc.host.cgroupfs import detect
-from cgalloc.host.systemd import (
-    SYSTEMD_CONTROLLERS,
-    Systemd,
-    cgroup_roles,
-    existing_unit,
-    slice_unit,
-    systemd_running,
-    use_dbus,
+from cgalloc.host.machine import Host
+from cgalloc.host.systemd import slice_unit
+from cgalloc.model.nodeconfig import enforcement_warnings
+from cgalloc.ops.apply import Interrupted, signal_name
+from cgalloc.ops.plan import Action, Plan, require_no_refusals
+from cgalloc.ops.setup import (
+    Setup,
+    TreeOptions,
+    dbus_report,
+    late_signal,
+    preview,
+    setup,
 )
-from cgalloc.inputs.pods import load_pods, resize_warnings
-from cgalloc.model.allocatable import pods_capacity
-from cgalloc.model.cpuset import node_cpus
-from cgalloc.model.limits import WEIGHT_FORMULAS
-from cgalloc.model.nodeconfig import NodeConfig
-from cgalloc.ops.apply import (
-    Interrupted,
-    Result,
-    SignalGuard,
-    TestSwitches,
-    apply,
-    check_managed,
-    converge,
-    peek_record,
-    peek_units,
-    plan_undo,
-    signal_name,
-)
-from cgalloc.ops.apply import switches as current_switches
-from cgalloc.ops.plan import Action, Plan, node_plan, require_no_refusals
 from cgalloc.ops.state import StateDir
-from cgalloc.ops.units import SystemdUnits
 
 SETUP_HELP = (
     "Create and enforce the node's cgroup tree: kubepods with the Node Allocatable limits, "
@@ -68,97 +47,8 @@ SETUP_HELP = (
     "change fails, every change is undone. Re-running with the same inputs writes nothing. "
     "--capacity plans another node type and is refused without --dry-run."
 )
-CAPACITY_NOT_REAL = (
-    "--capacity plans another node type and must not write real limits: add --dry-run to see "
-    "the plan, or leave --capacity out to enforce this node's own capacity."
-)
 # A terminal shows one redrawn progress line instead of one line per change above this many.
 COMPACT_PROGRESS = 20
-PROCS_DO_NOT_PERSIST = (
-    "processes moved by --kube-reserved-procs/--system-reserved-procs return to their unit's "
-    "cgroup when they restart; `cgalloc install-unit --daemons` keeps daemons in their slice."
-)
-
-
-@dataclass(frozen=True)
-class TreeOptions:
-    """The options that decide the desired tree, shared by setup and verify."""
-
-    cgroupfs: str
-    pods: list[str]
-    static_pods: bool
-    weight_formula: str
-    create_reserved: bool
-    kube_procs: list[str]
-    system_procs: list[str]
-    systemd_mode: str
-
-    def __post_init__(self) -> None:
-        # typer hands a tuple (or None) for repeatable options; keep them plain lists
-        object.__setattr__(self, "pods", list(self.pods or ()))
-        object.__setattr__(self, "kube_procs", list(self.kube_procs or ()))
-        object.__setattr__(self, "system_procs", list(self.system_procs or ()))
-
-    def dbus(self, driver: str, switches: TestSwitches) -> bool:
-        """Whether the slices are systemd units made over D-Bus (``--systemd``)."""
-        # A fake tree (tests) is never systemd's, even when systemd runs this host.
-        running = systemd_running() and not switches.allow_any_fs
-        return use_dbus(self.systemd_mode, driver, running)
-
-    def plan(self, cfg: NodeConfig, switches: TestSwitches) -> Plan:
-        """The plan for ``cfg`` (loaded once by the command) on this host's tree."""
-        if self.weight_formula not in WEIGHT_FORMULAS:
-            raise InputError(
-                f"--cpu-weight-formula {self.weight_formula!r} is not one of "
-                f"{', '.join(WEIGHT_FORMULAS)}."
-            )
-        capacity = node_capacity(cfg)
-        paths = list(self.pods)
-        if self.static_pods:
-            if not cfg.static_pod_path:
-                raise InputError(
-                    "--static-pods needs staticPodPath (--pod-manifest-path): the directory or"
-                    " file the kubelet reads static pods from."
-                )
-            paths.append(cfg.static_pod_path)
-        hierarchy = detect(self.cgroupfs, switches.mountinfo)
-        delegated = SYSTEMD_CONTROLLERS if self.dbus(cfg.cgroup_driver, switches) else frozenset()
-        admits = pods_capacity(cfg, capacity).value()
-        pods = load_pods(paths, admits) if paths else []
-        moves = self.moves()
-        p, _ = node_plan(
-            cfg,
-            capacity,
-            hierarchy,
-            pods,
-            weight_formula=self.weight_formula,
-            create_reserved=self.create_reserved,
-            moves=moves,
-            delegated=delegated,
-            cpus=node_cpus(cfg.capacity_overrides, online_cpus),
-        )
-        p.warnings[:0] = resize_warnings(pods)  # in -o json's warnings too
-        warn(p.warnings)
-        if moves:
-            warn([PROCS_DO_NOT_PERSIST])
-        return p
-
-    def moves(self) -> list[tuple[str, list[str]]]:
-        """(role, process names) to move into that role's cgroup."""
-        return [
-            (role, names)
-            for role, names in (
-                ("kube-reserved", _names(self.kube_procs)),
-                ("system-reserved", _names(self.system_procs)),
-            )
-            if names
-        ]
-
-
-def _names(values: list[str]) -> list[str]:
-    return [n.strip() for v in values for n in v.split(",") if n.strip()]
-
-
 def _keyword(
     name: str, annotation: object, default: object, *decls: str, **kw
 ) -> inspect.Parameter:
@@ -263,8 +153,6 @@ def plan_lines(plan: Plan, dbus: bool) -> list[str]:
 def progress(plan: Plan, dbus: bool) -> Callable[[Action], None]:
     """A per-change progress printer on stderr: one line per change, or on a terminal with
     many changes one line redrawn in place (a newline after the last change)."""
-    import sys
-
     total = len(plan.actions)
     compact = total > COMPACT_PROGRESS and sys.stderr.isatty()
     count = 0
@@ -281,25 +169,6 @@ def progress(plan: Plan, dbus: bool) -> Callable[[Action], None]:
     return done
 
 
-def dbus_report(result: Result, units: SystemdUnits, started: set[str]) -> dict:
-    """What this run did over D-Bus: the transient units it started (``started`` is what the
-    record held before) and the units whose properties it set, with the property names."""
-    written: dict[str, list[str]] = {}
-    for a in result.done:
-        if a.kind == "write":
-            written.setdefault(a.path, [])
-    new = [u for u in units.record.started if u not in started]
-    props = []
-    for path in written:
-        name = existing_unit(path)
-        if name is None or name in units.record.started or name not in units.record.changed:
-            continue
-        names = [prop for prop, _ in units.properties(path)]
-        if names:
-            props.append({"unit": name, "properties": names})
-    return {"unitsStarted": new, "propertiesSet": props}
-
-
 def dbus_lines(doc: dict) -> list[str]:
     lines = [f"started transient unit {u} over D-Bus" for u in doc["unitsStarted"]]
     lines += [
@@ -308,18 +177,14 @@ def dbus_lines(doc: dict) -> list[str]:
     return lines
 
 
-def require_root(switches: TestSwitches) -> None:
-    if os.geteuid() != 0 and not switches.allow_any_fs:
-        raise HostError("changing cgroups needs root; --dry-run shows the plan without it.")
-
-
 def register(app: typer.Typer) -> None:
     """Add ``setup`` to the app."""
 
     @app.command("setup", help=SETUP_HELP, cls=NodeInputsCommand)
     @node_inputs
     @tree_options
-    def setup(
+    def setup_command(
+        ctx: typer.Context,
         inputs: NodeInputs,
         tree: TreeOptions,
         state_dir: str = state_dir_option(),
@@ -333,17 +198,12 @@ def register(app: typer.Typer) -> None:
         output: OutputFormat = output_option(),
         quiet: bool = quiet_option(),
     ) -> None:
-        switches = current_switches()
+        host: Host = ctx.obj
         cfg = inputs.load_config()
-        # A fake tree (the test suite's) is not this node: planned capacity may go there.
-        if cfg.capacity_overrides and not dry_run and not switches.allow_any_fs:
-            raise InputError(CAPACITY_NOT_REAL)
-        dbus = tree.dbus(cfg.cgroup_driver, switches)
-        state = StateDir(state_dir, switches.boot_id_file)
+        state = StateDir(state_dir, host.boot_id())
         if dry_run:
-            p = tree.plan(cfg, switches)
-            plan_undo(p, peek_record(state, tree.cgroupfs), peek_units(state) if dbus else None)
-            warn(enforcement_warnings(cfg))
+            p = preview(tree, cfg, host, state)
+            warn([*p.warnings, *tree.notes(), *enforcement_warnings(cfg)])
             count = len(p.actions) + len(p.undo)
             summary = (
                 "no changes: 0 writes"
@@ -352,108 +212,42 @@ def register(app: typer.Typer) -> None:
             )
             if not quiet:
                 doc = {"dryRun": True, "plan": p.to_json(), "writes": 0}
-                report(doc, plan_lines(p, dbus), summary, output)
+                report(doc, plan_lines(p, tree.dbus(cfg.cgroup_driver, host)), summary, output)
             require_no_refusals(p, force)
             return
-        require_root(switches)
-        signals = SignalGuard()  # entered around the changes only
-        with state.locked():
-            p, result, cleaned, units, started = _plan_and_apply(
-                tree, cfg, switches, state, state_dir, dbus, force, output, quiet, signals
-            )
-        if not quiet or cleaned.kept:  # kept is a failure: said even with --quiet
-            doc = {"dryRun": False, "plan": p.to_json(), **result.to_json()}
-            lines = [f"{a.describe(p.root)} (no longer wanted)" for a in cleaned.done]
-            lines += [f"kept {k}" for k in cleaned.kept]
-            if units is not None:
-                doc["systemd"] = dbus_report(result, units, started)
-                lines += dbus_lines(doc["systemd"])
-            doc["noLongerWanted"] = cleaned.to_json()
-            summary = result.summary()
-            if cleaned.done:
-                summary += f"; undid {cleaned.writes} changes no longer wanted"
-            if signals.signo is not None:
-                doc["interruptedBy"] = signal_name(signals.signo)
-            try:
-                report(doc, lines, summary, output)
-            except OSError:
-                if signals.signo is None:  # a SIGHUP's terminal is gone: the status tells
-                    raise
-        if signals.signo is not None:
-            raise Interrupted(signals.signo, late_signal(signals.signo, result, cleaned))
-        if cleaned.kept:
+
+        def before(p: Plan, dbus: bool) -> Callable[[Action], None] | None:
+            table = output is OutputFormat.table and not quiet
+            if table and (p.actions or p.undo):
+                # the plan first, so an operator sees what is about to change
+                typer.echo(printable("\n".join(f"  {line}" for line in plan_lines(p, dbus))))
+            return progress(p, dbus) if table and p.actions else None
+
+        run = setup(tree, cfg, host, state, force=force, warn=warn, before=before)
+        if not quiet or run.cleaned.kept:  # kept is a failure: said even with --quiet
+            _report(run, output)
+        if run.signo is not None:
+            raise Interrupted(run.signo, late_signal(run))
+        if run.cleaned.kept:
             raise typer.Exit(1)
 
 
-def _plan_and_apply(
-    tree: TreeOptions,
-    cfg: NodeConfig,
-    switches: TestSwitches,
-    state: StateDir,
-    state_dir: str,
-    dbus: bool,
-    force: bool,
-    output: OutputFormat,
-    quiet: bool,
-    signals: SignalGuard,
-) -> tuple[Plan, Result, Result, SystemdUnits | None, set[str]]:
-    """setup's full run under the state lock: load and check the record, plan, show the plan,
-    apply it and undo what is no longer wanted, with ``signals`` guarding the changes.
-    Returns the plan, what apply and converge did, the systemd units and those the record
-    held before."""
-    record = state.load()
-    warn(state.notes)
-    check_managed(tree.cgroupfs, record)
-    p = tree.plan(cfg, switches)
-    require_no_refusals(p, force)
-    warn(enforcement_warnings(cfg))
-    units = client = None
-    if dbus:
-        v2 = p.version == "v2"
-        client = Systemd()
-        units = SystemdUnits.for_plan(client, state_dir, p, v2, cgroup_roles(cfg))
-    started = set(units.record.started) if units else set()
-    # What earlier runs did that these inputs no longer want, undone after applying.
-    # Planned now, so the plan shown is whole: applying adds only wanted entries to
-    # either record, so it cannot change what is stale.
-    unit_record = units.record if units else None
-    stale, stale_u = plan_undo(p, record, unit_record)
-    table = output is OutputFormat.table and not quiet
-    if table and (p.actions or p.undo):
-        # the plan first, so an operator sees what is about to change
-        typer.echo(printable("\n".join(f"  {line}" for line in plan_lines(p, dbus))))
-    on_done = progress(p, dbus) if table and p.actions else None
-    # SIGINT/SIGTERM/SIGHUP from here on are recorded, not raised: before the last
-    # change apply undoes every change and raises Interrupted; after it the changes
-    # stay (they are recorded), converge stops, and the run ends with 128 + signo.
-    with signals:
-        result: Result = apply(
-            p, state, record, switches=switches, units=units, on_done=on_done, signals=signals
-        )
-        cleaned = converge(
-            p, state, record, stale, switches=switches, systemd=client,
-            units=unit_record, stale_u=stale_u, signals=signals,
-        )  # fmt: skip
-    return p, result, cleaned, units, started
-
-
-def late_signal(signo: int, result: Result, cleaned: Result) -> str:
-    """What a signal that came after apply's last change left: the changes made and recorded
-    (a complete setup is not undone), and the undo of what is no longer wanted it cut short."""
-    name = signal_name(signo)
-    recorded = sum(a.kind != "move" for a in result.done)  # a process move is not recorded
-    if not result.done:
-        said = f"setup interrupted by {name}; it had no change to make"
-    else:
-        said = (
-            f"setup interrupted by {name} after its last change; all {recorded} changes "
-            "are made and recorded"
-        )
-    if cleaned.left:
-        return (
-            f"{said}; undoing what is no longer wanted stopped with {cleaned.left} changes "
-            "left, which the next setup makes (verify lists them)."
-        )
-    if cleaned.kept:
-        return f"{said}; what is no longer wanted and could not be undone is listed above."
-    return f"{said}, the tree is as planned."
+def _report(run: Setup, output: OutputFormat) -> None:
+    p, result, cleaned = run.plan, run.result, run.cleaned
+    doc = {"dryRun": False, "plan": p.to_json(), **result.to_json()}
+    lines = [f"{a.describe(p.root)} (no longer wanted)" for a in cleaned.done]
+    lines += [f"kept {k}" for k in cleaned.kept]
+    if run.units is not None:
+        doc["systemd"] = dbus_report(run)
+        lines += dbus_lines(doc["systemd"])
+    doc["noLongerWanted"] = cleaned.to_json()
+    summary = result.summary()
+    if cleaned.done:
+        summary += f"; undid {cleaned.writes} changes no longer wanted"
+    if run.signo is not None:
+        doc["interruptedBy"] = signal_name(run.signo)
+    try:
+        report(doc, lines, summary, output)
+    except OSError:
+        if run.signo is None:  # a SIGHUP's terminal is gone: the status tells
+            raise

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from cgalloc.cli.inputs import NodeInputs, enforcement_warnings
+from cgalloc.cli.inputs import NodeInputs
 from cgalloc.cli.options import output_option, pods_option
 from cgalloc.cli.render import OutputFormat, aligned, emit, warn
 from cgalloc.cli.signature import NodeInputsCommand, node_inputs
@@ -24,7 +24,7 @@ from cgalloc.model.allocatable import (
 )
 from cgalloc.model.cpuset import node_cpus
 from cgalloc.model.limits import format_cpuset
-from cgalloc.model.nodeconfig import NodeConfig
+from cgalloc.model.nodeconfig import NodeConfig, enforcement_warnings
 from cgalloc.model.resources import format_list
 
 if TYPE_CHECKING:

@@ -12,9 +12,10 @@ from cgalloc.cli.options import (
     state_dir_option,
 )
 from cgalloc.cli.render import OutputFormat, warn
-from cgalloc.cli.setup import report, require_root
+from cgalloc.cli.setup import report
+from cgalloc.host.machine import Host
 from cgalloc.ops.apply import peek_units, preview_teardown, teardown
-from cgalloc.ops.apply import switches as current_switches
+from cgalloc.ops.setup import require_root
 from cgalloc.ops.state import StateDir
 from cgalloc.ops.units import UnitRecord
 
@@ -45,14 +46,15 @@ def register(app: typer.Typer) -> None:
 
     @app.command("teardown", help=TEARDOWN_HELP)
     def teardown_cmd(
+        ctx: typer.Context,
         cgroupfs: str = cgroupfs_option(),
         state_dir: str = state_dir_option(),
         dry_run: bool = dry_run_option(),
         output: OutputFormat = output_option(),
         quiet: bool = quiet_option(),
     ) -> None:
-        switches = current_switches()
-        state = StateDir(state_dir, switches.boot_id_file)
+        host: Host = ctx.obj
+        state = StateDir(state_dir, host.boot_id())
         if dry_run:
             state.require_existing()
             record = state.peek()
@@ -64,13 +66,13 @@ def register(app: typer.Typer) -> None:
             doc = {"dryRun": True, "wouldUndo": lines, "systemd": units}
             report(doc, lines, summary, output, quiet)
             return
-        require_root(switches)
+        require_root(host)
         with state.locked(create=False):
             record = state.load()
             warn(state.notes)
             # after load: an earlier boot's systemd record is discarded there
             before = UnitRecord.load(state_dir)
-            result = teardown(cgroupfs, state, record, switches=switches)
+            result = teardown(cgroupfs, state, record, host=host)
         units = _units(before, UnitRecord.load(state_dir))
         stopped = len(units["unitsStopped"])
         if result.kept:

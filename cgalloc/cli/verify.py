@@ -7,11 +7,10 @@ import typer
 from cgalloc.cli.inputs import CAPACITY_IS_PLANNED, NodeInputs
 from cgalloc.cli.options import output_option, quiet_option, state_dir_option
 from cgalloc.cli.render import OutputFormat, warn
-from cgalloc.cli.setup import TreeOptions, report, tree_options
+from cgalloc.cli.setup import report, tree_options
 from cgalloc.cli.signature import NodeInputsCommand, node_inputs
-from cgalloc.ops.apply import peek_record, peek_units, plan_undo
-from cgalloc.ops.apply import switches as current_switches
-from cgalloc.ops.plan import drift
+from cgalloc.host.machine import Host
+from cgalloc.ops.setup import TreeOptions, verify
 from cgalloc.ops.state import StateDir
 
 VERIFY_HELP = (
@@ -29,23 +28,22 @@ def register(app: typer.Typer) -> None:
     @app.command("verify", help=VERIFY_HELP, cls=NodeInputsCommand)
     @node_inputs
     @tree_options
-    def verify(
+    def verify_command(
+        ctx: typer.Context,
         inputs: NodeInputs,
         tree: TreeOptions,
         state_dir: str = state_dir_option(),
         output: OutputFormat = output_option(),
         quiet: bool = quiet_option(),
     ) -> None:
-        switches = current_switches()
+        host: Host = ctx.obj
         cfg = inputs.load_config()
         if cfg.capacity_overrides:
             warn([CAPACITY_IS_PLANNED])
-        p = tree.plan(cfg, switches)
-        state = StateDir(state_dir, switches.boot_id_file)
-        dbus = tree.dbus(cfg.cgroup_driver, switches)
-        plan_undo(p, peek_record(state, tree.cgroupfs), peek_units(state) if dbus else None)
+        state = StateDir(state_dir, host.boot_id())
+        p, found = verify(tree, cfg, host, state)
+        warn([*p.warnings, *tree.notes()])
         warn(state.notes)
-        found = drift(p)
         lines = [line for line, _ in found]
         summary = f"drift: {len(lines)} differences" if lines else "in sync: the tree matches"
         doc = {"inSync": not lines, "drift": [item for _, item in found]}

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from cgalloc.errors import HostError
 from cgalloc.model.cpuset import parse_cpuset
+from cgalloc.model.nodeconfig import NodeConfig
 from cgalloc.model.quantity import BINARY_SI, Quantity
 from cgalloc.model.resources import (
     CPU,
@@ -118,4 +119,11 @@ def read_capacity(
         PID: Quantity.from_int(max_pids(proc_root)),
     }
     capacity.update(hugepages(sys_root))
+    return capacity
+
+
+def node_capacity(cfg: NodeConfig) -> ResourceList:
+    """This host's capacity (read below ``cfg.root_dir``) with ``--capacity`` applied."""
+    capacity = read_capacity(cfg.root_dir)
+    capacity.update(cfg.capacity_overrides)
     return capacity

@@ -99,3 +99,15 @@ class NodeConfig(NamedTuple):
             self.cpu_manager_policy == "static"
             and self.cpu_manager_policy_options.get(STRICT_CPU_RESERVATION) == "true"
         )
+
+
+SYSTEM_RESERVED_RISK = (
+    "enforcing system-reserved can CPU-starve or OOM-kill critical system services; enforce it "
+    "only on nodes profiled exhaustively, and be ready to recover from an OOM kill in that "
+    "cgroup (Kubernetes' Reserve Compute Resources for System Daemons)."
+)
+
+
+def enforcement_warnings(cfg: NodeConfig) -> list[str]:
+    """Warnings the Kubernetes documentation gives for what ``cfg`` enforces."""
+    return [SYSTEM_RESERVED_RISK] if "system-reserved" in cfg.enforce_node_allocatable else []

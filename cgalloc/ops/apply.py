@@ -6,9 +6,7 @@ controllers disabled, created cgroups removed deepest first — and the error sa
 SIGTERM and SIGHUP while the changes are made lead to the same rollback (:class:`SignalGuard`):
 the handler only records the signal, and the apply loop acts on it between two core calls.
 
-The commands run with :data:`SWITCHES`, all off. Nothing in the installed tool (no
-environment variable, no option) changes them: the test suite replaces them in-process to drive
-a fake tree in a temporary directory (``tests/fakecgroup.py``).
+Every operation acts on the :class:`~cgalloc.host.machine.Host` it is handed.
 """
 
 from __future__ import annotations
@@ -21,52 +19,17 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple, NoReturn, Protocol
+from typing import NamedTuple, NoReturn
 
 from cgalloc.errors import CgallocError, HostError, InputError, Interrupted
 from cgalloc.host import core
+from cgalloc.host.machine import Host, KernelHooks
 from cgalloc.host.systemd import Systemd, SystemdError
 from cgalloc.model.hierarchy import cgroup_file
 from cgalloc.ops.plan import Action, LiveTree, Plan, cgroup_depth, read_file, undo_actions
-from cgalloc.ops.state import BOOT_ID_FILE, Record, StateDir
+from cgalloc.ops.state import Record, StateDir
 from cgalloc.ops.units import SystemdUnits, UnitRecord, reset_properties, stale_units, wire_props
 from cgalloc.ops.units import undo as undo_units
-
-
-class KernelHooks(Protocol):
-    def after_mkdir(self, mount: str, path: str) -> None: ...
-    def before_rmdir(self, mount: str, path: str) -> None: ...
-    def on_write(self, mount: str, relpath: str, value: str) -> str: ...
-    def after_write(self, mount: str, relpath: str) -> None: ...
-
-
-@dataclass(frozen=True)
-class TestSwitches:
-    """Stand-ins for a fake tree, set only by the test suite (module docstring).
-
-    ``allow_any_fs`` accepts a hierarchy root that is not a cgroup filesystem; ``kernel``
-    stands in for the kernel populating and clearing a fake cgroup directory and resolving
-    ``+cpu``/``-cpu`` in ``cgroup.subtree_control``; ``mountinfo`` is read instead of
-    ``/proc/self/mountinfo``; ``boot_id_file`` instead of the kernel's boot id (a test
-    "reboots" by changing it).
-    """
-
-    __test__ = False  # not a pytest test class
-
-    allow_any_fs: bool = False
-    kernel: KernelHooks | None = None
-    mountinfo: str = "/proc/self/mountinfo"
-    boot_id_file: str = BOOT_ID_FILE
-
-
-# What the commands run with: always these defaults outside the test suite.
-SWITCHES = TestSwitches()
-
-
-def switches() -> TestSwitches:
-    """The switches in force (the defaults, unless a test replaced :data:`SWITCHES`)."""
-    return SWITCHES
-
 
 # The signals that stop setup with a rollback: Ctrl-C, a service manager's stop, a closed
 # terminal. SIGKILL cannot be handled: the journal covers it (the next run folds it in).
@@ -149,14 +112,13 @@ class Result:
 class Roots:
     """One core root per hierarchy mount, opened on first use."""
 
-    def __init__(self, opener: Callable | None = None, allow_any_fs: bool = False):
-        self._opener = opener or core.open_root
-        self._allow = allow_any_fs
+    def __init__(self, opener: Callable[[str], object]):
+        self._opener = opener
         self._roots: dict[str, object] = {}
 
     def __getitem__(self, mount: str):
         if mount not in self._roots:
-            self._roots[mount] = self._opener(mount, allow_any_fs=self._allow)
+            self._roots[mount] = self._opener(mount)
         return self._roots[mount]
 
 
@@ -232,7 +194,7 @@ def apply(
     record: Record,
     *,
     roots: Roots | None = None,
-    switches: TestSwitches = TestSwitches(),
+    host: Host,
     units: SystemdUnits | None = None,
     on_done: Callable[[Action], None] | None = None,
     signals: SignalGuard | None = None,
@@ -256,13 +218,13 @@ def apply(
     if signals is None:
         with SignalGuard() as own:
             result = apply(
-                plan, state, record, roots=roots, switches=switches, units=units,
+                plan, state, record, roots=roots, host=host, units=units,
                 on_done=on_done, signals=own,
             )  # fmt: skip
         if own.signo is not None:
             signal.raise_signal(own.signo)
         return result
-    roots = roots or Roots(allow_any_fs=switches.allow_any_fs)
+    roots = roots or Roots(host.open_root)
     result = Result(plan.root)
     created: set[tuple[str, str]] = set()
     if not plan.actions:
@@ -288,19 +250,19 @@ def apply(
                 on_done = None
                 break
 
-    batched = switches.kernel is None and units is None
-    stopped = _make(plan, roots, switches, units, signals, made, batched)
+    batched = host.kernel is None and units is None
+    stopped = _make(plan, roots, host, units, signals, made, batched)
     if stopped is not None:
         if stopped.exc is None:
-            _interrupt(state, record, result, created, roots, switches, units, signals.signo)
-        _fail(state, record, result, created, roots, switches, units, stopped.exc, stopped.what)
+            _interrupt(state, record, result, created, roots, host, units, signals.signo)
+        _fail(state, record, result, created, roots, host, units, stopped.exc, stopped.what)
     # Every change is made: a signal from here on does not undo a complete setup; the record
     # is saved and the caller answers the signal (see the docstring).
     try:
         state.save(_fold(record, result.done))
     except OSError as exc:
         what = f"recording the {len(result.done)} changes in {state.path} (--state-dir)"
-        _fail(state, record, result, created, roots, switches, units, exc, what)
+        _fail(state, record, result, created, roots, host, units, exc, what)
     return result
 
 
@@ -317,7 +279,7 @@ class _Stopped(NamedTuple):
 def _make(
     plan: Plan,
     roots: Roots,
-    switches: TestSwitches,
+    host: Host,
     units: SystemdUnits | None,
     signals: SignalGuard,
     made: Callable[[list[Action]], None],
@@ -339,8 +301,8 @@ def _make(
         a = run[0]
         try:
             if a.kind == "move":
-                _move(roots, a.mount, cgroup_file(a.path, a.file), a.new, switches.kernel)
-            elif not _perform(roots, a, switches.kernel, units):
+                _move(roots, a.mount, cgroup_file(a.path, a.file), a.new, host.kernel)
+            elif not _perform(roots, a, host.kernel, units):
                 continue
         except ProcessLookupError:
             continue
@@ -410,26 +372,26 @@ def _change(a: Action) -> tuple:
     return a.kind, a.mount, a.path, a.file, a.old, controllers
 
 
-def _fail(state, record, result, created, roots, switches, units, exc, what: str) -> NoReturn:
+def _fail(state, record, result, created, roots, host, units, exc, what: str) -> NoReturn:
     """Undo what the run did after ``what`` failed with ``exc``, and raise saying so."""
     failed = f"{what} failed: {_reason(exc)}"
-    _abort(state, record, result, created, roots, switches, units, failed, CgallocError, exc)
+    _abort(state, record, result, created, roots, host, units, failed, CgallocError, exc)
 
 
-def _interrupt(state, record, result, created, roots, switches, units, signo: int) -> NoReturn:
+def _interrupt(state, record, result, created, roots, host, units, signo: int) -> NoReturn:
     """Undo what the run did, as :func:`_fail` does, because signal ``signo`` came; raise
     :class:`Interrupted` (exit 128 + signo). The guard is still in place: a signal during the
     rollback is recorded and ignored."""
     why = f"setup interrupted by {signal_name(signo)}"
     error = functools.partial(Interrupted, signo)
-    _abort(state, record, result, created, roots, switches, units, why, error, None)
+    _abort(state, record, result, created, roots, host, units, why, error, None)
 
 
-def _abort(state, record, result, created, roots, switches, units, why, error, exc) -> NoReturn:
+def _abort(state, record, result, created, roots, host, units, why, error, exc) -> NoReturn:
     """Undo ``result.done`` in reverse; then discard the journal and raise ``error`` saying
     the node is as it was, or (some undo failed) save what is still changed and say what."""
     done = result.done
-    problems = _rollback(roots, done, switches.kernel, created, result.root, units)
+    problems = _rollback(roots, done, host.kernel, created, result.root, units)
     if problems:
         try:
             state.save(_fold(record, done))
@@ -554,7 +516,7 @@ def check_managed(root: str, record: Record) -> None:
 
 
 def _restore_values(
-    root: str, record: Record, roots: Roots, switches, result: Result
+    root: str, record: Record, roots: Roots, host, result: Result
 ) -> dict[tuple[str, str, str], str]:
     """Write back every original value in ``record.changed``; what fails stays, in ``kept``
     (returned too: message per file)."""
@@ -567,7 +529,7 @@ def _restore_values(
         action = Action("write", mount, path, file, current, original or "\n", cgroup=path)
         try:
             if current is None or current != original:
-                _write(roots, mount, cgroup_file(path, file), original or "\n", switches.kernel)
+                _write(roots, mount, cgroup_file(path, file), original or "\n", host.kernel)
                 result.done.append(action)
             del record.changed[(mount, path, file)]
         except OSError as exc:
@@ -637,7 +599,7 @@ def _forget_cgroup(record: Record, mount: str, path: str) -> None:
     record.written = {k for k in record.written if k[:2] != (mount, path)}
 
 
-def _remove_created(root: str, record: Record, roots: Roots, switches, result: Result) -> None:
+def _remove_created(root: str, record: Record, roots: Roots, host, result: Result) -> None:
     """Remove the empty cgroups ``record`` says cgalloc created (deepest first) and disable the
     controllers it enabled; what cannot be undone stays in the record, listed in ``kept``."""
     for mount, path in _deepest_first(record.created):
@@ -649,8 +611,8 @@ def _remove_created(root: str, record: Record, roots: Roots, switches, result: R
             result.kept.append(f"{where}: kept, it still has processes")
             continue
         try:
-            if switches.kernel is not None:
-                switches.kernel.before_rmdir(mount, path)
+            if host.kernel is not None:
+                host.kernel.before_rmdir(mount, path)
             roots[mount].rmdir(path)
         except OSError as exc:
             result.kept.append(f"{where}: kept, rmdir failed: {_reason(exc)}")
@@ -668,7 +630,7 @@ def _remove_created(root: str, record: Record, roots: Roots, switches, result: R
         action = Action("enable", mount, path, "cgroup.subtree_control", None, value, path)
         try:
             _write(
-                roots, mount, cgroup_file(path, "cgroup.subtree_control"), value, switches.kernel
+                roots, mount, cgroup_file(path, "cgroup.subtree_control"), value, host.kernel
             )
         except OSError as exc:
             result.kept.append(f"{action.where(root)}: {value} failed: {_reason(exc)}")
@@ -731,7 +693,7 @@ def converge(
     stale: Record,
     *,
     roots: Roots | None = None,
-    switches: TestSwitches = TestSwitches(),
+    host: Host,
     systemd: Systemd | None = None,
     units: UnitRecord | None = None,
     stale_u: UnitRecord | None = None,
@@ -747,7 +709,7 @@ def converge(
     a later run finishes."""
     root = plan.root
     check_managed(root, stale)
-    roots = roots or Roots(allow_any_fs=switches.allow_any_fs)
+    roots = roots or Roots(host.open_root)
     result = Result(root)
     kept = Record()
     v2 = plan.version == "v2"
@@ -760,7 +722,7 @@ def converge(
             break
         try:
             if a.kind == "restore":
-                _write(roots, a.mount, cgroup_file(a.path, a.file), a.new or "\n", switches.kernel)
+                _write(roots, a.mount, cgroup_file(a.path, a.file), a.new or "\n", host.kernel)
                 name, props = reset_properties(a.path, a.file, a.new, v2)
                 own = (a.mount, a.path, a.file) in stale.written
                 if own and units is not None and name in units.started and props:
@@ -778,8 +740,8 @@ def converge(
                 units.started.remove(a.note)
                 units.save(state.path)
             else:
-                if switches.kernel is not None:
-                    switches.kernel.before_rmdir(a.mount, a.path)
+                if host.kernel is not None:
+                    host.kernel.before_rmdir(a.mount, a.path)
                 roots[a.mount].rmdir(a.path)
         except (OSError, SystemdError) as exc:
             result.kept.append(f"{a.describe(root)}: failed: {_reason(exc)}")
@@ -831,7 +793,7 @@ def teardown(
     record: Record,
     *,
     roots: Roots | None = None,
-    switches: TestSwitches = TestSwitches(),
+    host: Host,
     systemd: Systemd | None = None,
 ) -> Result:
     """Undo what ``record`` says cgalloc did: restore changed values, stop the systemd units
@@ -844,13 +806,13 @@ def teardown(
     the entries) before anything is written.
     """
     check_managed(root, record)
-    roots = roots or Roots(allow_any_fs=switches.allow_any_fs)
+    roots = roots or Roots(host.open_root)
     result = Result(root)
-    failed = _restore_values(root, record, roots, switches, result)
+    failed = _restore_values(root, record, roots, host, result)
     units = UnitRecord.load(state.path)
     if not units.is_empty():
         result.kept += undo_units(systemd or Systemd(), units, state.path)
-    _remove_created(root, record, roots, switches, result)
+    _remove_created(root, record, roots, host, result)
     _forget_vanished(record, failed, result)
     state.save(record)
     return result

@@ -40,6 +40,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field, fields
 
 from cgalloc.errors import CgallocError, HostError, InputError
+from cgalloc.host.machine import read_boot_id
 from cgalloc.inputs.loading import read_regular
 
 DEFAULT_STATE_DIR = "/var/lib/cgalloc"
@@ -48,19 +49,6 @@ JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = "lock"
 UNITS_NAME = "systemd.json"
 RECORD_VERSION = 1
-BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
-
-
-def read_boot_id(path: str = BOOT_ID_FILE) -> str:
-    """The kernel's id of this boot, or "" when it cannot be read (then every record counts as
-    this boot's)."""
-    try:
-        with open(path, encoding="ascii") as fh:
-            return fh.read(64).strip()
-    except (OSError, ValueError):
-        return ""
-
-
 @dataclass
 class Record:
     """Everything cgalloc changed, keyed by (mount, cgroup path)."""
@@ -218,14 +206,15 @@ STATE_FILE_LIMIT = 64 << 20  # a record of 100,000 cgroups is a few MiB
 class StateDir:
     """The state directory: lock, record and journal."""
 
-    def __init__(self, path: str = DEFAULT_STATE_DIR, boot_id_file: str = BOOT_ID_FILE):
+    def __init__(self, path: str = DEFAULT_STATE_DIR, boot: str | None = None):
         if not path or "\x00" in path:
             raise InputError(
                 f"--state-dir {path!r} names no directory; give a directory path such as "
                 f"{DEFAULT_STATE_DIR}."
             )
         self.path = path
-        self.boot = read_boot_id(boot_id_file)
+        # this boot's id (Host.boot_id); records of another boot are discarded (boot rule)
+        self.boot = read_boot_id() if boot is None else boot
         self.notes: list[str] = []  # what loading decided that the user should hear about
         self.earlier_boot = False  # the record read was of an earlier boot (and is ignored)
 
