@@ -7,6 +7,10 @@ import os
 import pytest
 
 from cgalloc.model.hierarchy import Hierarchy
+from cgalloc.model.naming import (
+    CGROUPFS,
+    SYSTEMD,
+)
 from cgalloc.ops import stats
 from cgalloc.ops.stats import UNLIMITED
 
@@ -293,12 +297,12 @@ def test_overflow_flags_cpu_over_reservation_from_two_samples():
 
 
 def test_pod_uid_from_directory_names():
-    assert stats.pod_uid("pod0f1e-22", "cgroupfs") == "0f1e-22"
-    assert stats.pod_uid("burstable", "cgroupfs") is None
-    assert stats.pod_uid("kubepods-burstable-pod0f1e_22.slice", "systemd") == "0f1e-22"
-    assert stats.pod_uid("kubepods-pod0f1e_22.slice", "systemd") == "0f1e-22"
-    assert stats.pod_uid("kubepods-besteffort.slice", "systemd") is None
-    assert stats.pod_uid("kubepods-pod.slice", "systemd") is None
+    assert CGROUPFS.pod_uid("pod0f1e-22") == "0f1e-22"
+    assert CGROUPFS.pod_uid("burstable") is None
+    assert SYSTEMD.pod_uid("kubepods-burstable-pod0f1e_22.slice") == "0f1e-22"
+    assert SYSTEMD.pod_uid("kubepods-pod0f1e_22.slice") == "0f1e-22"
+    assert SYSTEMD.pod_uid("kubepods-besteffort.slice") is None
+    assert SYSTEMD.pod_uid("kubepods-pod.slice") is None
 
 
 # ---- node network ----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 from clirun import run_cli
 from fakecgroup import fake_hierarchy
 
-from cgalloc.model.tree import clean_cgroupfs_path
+from cgalloc.model.naming import clean_cgroupfs_path
 
 CAP = ["--capacity", "cpu=4,memory=8Gi,pid=4096,ephemeral-storage=100Gi"]
 

@@ -27,6 +27,7 @@ from cgalloc.host.systemd import (
     unit_properties,
     use_dbus,
 )
+from cgalloc.model.naming import CGROUPFS, SYSTEMD
 from cgalloc.ops.apply import teardown
 from cgalloc.ops.state import Record, StateDir
 from cgalloc.ops.units import UnitRecord
@@ -119,17 +120,17 @@ def test_roles_for_descriptions():
 
 
 def test_systemd_modes():
-    assert use_dbus("auto", "systemd", running=True)
-    assert not use_dbus("auto", "systemd", running=False)
-    assert not use_dbus("auto", "cgroupfs", running=True)
-    assert not use_dbus("no", "systemd", running=True)
-    assert use_dbus("yes", "systemd", running=True)
+    assert use_dbus("auto", SYSTEMD, running=True)
+    assert not use_dbus("auto", SYSTEMD, running=False)
+    assert not use_dbus("auto", CGROUPFS, running=True)
+    assert not use_dbus("no", SYSTEMD, running=True)
+    assert use_dbus("yes", SYSTEMD, running=True)
     with pytest.raises(InputError, match=r"--systemd 'maybe' is not one of auto, yes, no\."):
-        use_dbus("maybe", "systemd", running=True)
+        use_dbus("maybe", SYSTEMD, running=True)
     with pytest.raises(InputError, match="--cgroup-driver systemd"):
-        use_dbus("yes", "cgroupfs", running=True)
+        use_dbus("yes", CGROUPFS, running=True)
     with pytest.raises(HostError, match="systemd as PID 1"):
-        use_dbus("yes", "systemd", running=False)
+        use_dbus("yes", SYSTEMD, running=False)
 
 
 def test_unit_record_round_trips_and_vanishes_when_empty(tmp_path):

@@ -12,26 +12,23 @@ from cgalloc.model import allocatable
 from cgalloc.model.allocatable import Allocatable
 from cgalloc.model.hierarchy import Hierarchy
 from cgalloc.model.limits import HUGETLB_UNBOUNDED, Limits
-from cgalloc.model.nodeconfig import NodeConfig
-from cgalloc.model.podresources import Container, Pod
-from cgalloc.model.quantity import Quantity
-from cgalloc.model.tree import (
+from cgalloc.model.naming import (
+    CGROUPFS,
     ROOT,
+    SYSTEMD,
     CgroupName,
     CgroupNameError,
-    DesiredCgroup,
-    desired_tree,
-    driver_path,
     expand_slice,
-    kubelet_reserved_path,
-    kubepods_name,
     parse_cgroupfs,
     parse_systemd,
-    reserved_cgroup_path,
     reserved_mapping_note,
     to_cgroupfs,
     to_systemd,
 )
+from cgalloc.model.nodeconfig import NodeConfig
+from cgalloc.model.podresources import Container, Pod
+from cgalloc.model.quantity import Quantity
+from cgalloc.model.tree import DesiredCgroup, desired_tree
 
 GI = 1024**3
 MI = 1024**2
@@ -117,26 +114,26 @@ def test_names_that_cannot_round_trip_are_rejected():
 
 
 def test_reserved_cgroup_paths_systemd():
-    sd = "systemd"
-    assert reserved_cgroup_path("/system.slice", sd) == "/system.slice"
-    assert reserved_cgroup_path("system.slice", sd) == "/system.slice"
-    assert reserved_cgroup_path("podruntime.slice", sd) == "/podruntime.slice"
-    assert reserved_cgroup_path("kube-reserved.slice", sd) == "/kube.slice/kube-reserved.slice"
+    sd = SYSTEMD
+    assert sd.reserved_cgroup_path("/system.slice") == "/system.slice"
+    assert sd.reserved_cgroup_path("system.slice") == "/system.slice"
+    assert sd.reserved_cgroup_path("podruntime.slice") == "/podruntime.slice"
+    assert sd.reserved_cgroup_path("kube-reserved.slice") == "/kube.slice/kube-reserved.slice"
     # Unit paths stay the unit's real cgroup (kubernetes #110288).
-    assert reserved_cgroup_path("/system.slice/kubelet.service", sd) == (
+    assert sd.reserved_cgroup_path("/system.slice/kubelet.service") == (
         "/system.slice/kubelet.service"
     )
-    assert reserved_cgroup_path("/system.slice/containerd.service", sd) == (
+    assert sd.reserved_cgroup_path("/system.slice/containerd.service") == (
         "/system.slice/containerd.service"
     )
-    assert reserved_cgroup_path("/podruntime.slice/kubelet.service", sd) == (
+    assert sd.reserved_cgroup_path("/podruntime.slice/kubelet.service") == (
         "/podruntime.slice/kubelet.service"
     )
-    assert reserved_cgroup_path("/kube.slice/kube-runtime.slice/crio.service", sd) == (
+    assert sd.reserved_cgroup_path("/kube.slice/kube-runtime.slice/crio.service") == (
         "/kube.slice/kube-runtime.slice/crio.service"
     )
     # A bad unit parent is not a unit path: the kubelet's own mapping applies.
-    assert reserved_cgroup_path("/system/kubelet.service", sd) == "/kubelet.service.slice"
+    assert sd.reserved_cgroup_path("/system/kubelet.service") == "/kubelet.service.slice"
     for bad, reason in [
         ("", "empty"),
         ("/", "root cgroup"),
@@ -145,10 +142,10 @@ def test_reserved_cgroup_paths_systemd():
         (".slice", "slice name '.slice' has no name before '.slice'"),
     ]:
         with pytest.raises(CgroupNameError, match=re.escape(reason)):
-            reserved_cgroup_path(bad, sd)
+            sd.reserved_cgroup_path(bad)
     # the kubelet's name for a unit path, /my svc.service.slice, is what systemd refuses
     with pytest.raises(CgroupNameError, match=re.escape("'my svc.service.slice': it holds ' '")):
-        kubelet_reserved_path("/system.slice/my svc.service", sd)
+        sd.kubelet_reserved_path("/system.slice/my svc.service")
 
 
 @pytest.mark.parametrize(
@@ -166,15 +163,15 @@ def test_reserved_cgroup_paths_systemd():
     ],
 )
 def test_kubelet_reserved_path_systemd(value, kubelet):
-    assert kubelet_reserved_path(value, "systemd") == kubelet
+    assert SYSTEMD.kubelet_reserved_path(value) == kubelet
 
 
 def test_reserved_mapping_note_names_both_paths():
-    note = reserved_mapping_note("kubeReservedCgroup", "/system.slice/kubelet.service", "systemd")
+    note = reserved_mapping_note("kubeReservedCgroup", "/system.slice/kubelet.service", SYSTEMD)
     assert "/kubelet.service.slice" in note and "/system.slice/kubelet.service" in note
-    assert reserved_mapping_note("x", "/system.slice", "systemd") is None
+    assert reserved_mapping_note("x", "/system.slice", SYSTEMD) is None
     assert "/kube.slice/kube-reserved.slice" in reserved_mapping_note(
-        "x", "/kube-reserved.slice", "systemd"
+        "x", "/kube-reserved.slice", SYSTEMD
     )
 
 
@@ -188,25 +185,25 @@ def test_reserved_mapping_note_names_both_paths():
     ],
 )
 def test_cgroupfs_cgroup_root_forms(root, kubepods):
-    assert driver_path(kubepods_name(root, "cgroupfs"), "cgroupfs") == kubepods
+    assert CGROUPFS.path(CGROUPFS.root(root).child("kubepods")) == kubepods
 
 
 def test_reserved_cgroup_paths_cgroupfs():
-    assert reserved_cgroup_path("/kube-reserved", "cgroupfs") == "/kube-reserved"
-    assert reserved_cgroup_path("/system.slice/kubelet.service", "cgroupfs") == (
+    assert CGROUPFS.reserved_cgroup_path("/kube-reserved") == "/kube-reserved"
+    assert CGROUPFS.reserved_cgroup_path("/system.slice/kubelet.service") == (
         "/system.slice/kubelet.service"
     )
     with pytest.raises(CgroupNameError, match="root cgroup"):
-        reserved_cgroup_path("/", "cgroupfs")
+        CGROUPFS.reserved_cgroup_path("/")
 
 
 def test_kubepods_name_with_cgroup_root():
-    assert to_cgroupfs(kubepods_name("/", "cgroupfs")) == "/kubepods"
-    assert to_cgroupfs(kubepods_name("/mycg", "cgroupfs")) == "/mycg/kubepods"
-    assert to_systemd(kubepods_name("/", "systemd")) == "/kubepods.slice"
-    assert to_systemd(kubepods_name("/mycg", "systemd")) == "/mycg.slice/mycg-kubepods.slice"
+    assert to_cgroupfs(CGROUPFS.root("/").child("kubepods")) == "/kubepods"
+    assert to_cgroupfs(CGROUPFS.root("/mycg").child("kubepods")) == "/mycg/kubepods"
+    assert to_systemd(SYSTEMD.root("/").child("kubepods")) == "/kubepods.slice"
+    assert to_systemd(SYSTEMD.root("/mycg").child("kubepods")) == "/mycg.slice/mycg-kubepods.slice"
     with pytest.raises(CgroupNameError, match=r"/mycg means /mycg\.slice"):
-        kubepods_name("/mycg.slice", "systemd")
+        SYSTEMD.root("/mycg.slice").child("kubepods")
 
 
 # ------------------------------------------------------------------------------- desired tree

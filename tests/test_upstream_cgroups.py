@@ -32,20 +32,20 @@ from cgalloc.model.limits import (
     shares_to_weight_kubelet,
     shares_to_weight_runc,
 )
-from cgalloc.model.nodeconfig import NodeConfig
-from cgalloc.model.podresources import GUARANTEED, Container, Pod, PodCgroup, resource_config
-from cgalloc.model.quantity import Quantity
-from cgalloc.model.tree import (
+from cgalloc.model.naming import (
     ROOT,
     CgroupName,
-    desired_tree,
-    driver_path,
     kubelet_systemd_name,
     node_allocatable_cgroup,
     pod_name,
     to_cgroupfs,
     to_systemd,
 )
+from cgalloc.model.naming import driver as cgroup_driver
+from cgalloc.model.nodeconfig import NodeConfig
+from cgalloc.model.podresources import GUARANTEED, Container, Pod, PodCgroup, resource_config
+from cgalloc.model.quantity import Quantity
+from cgalloc.model.tree import desired_tree
 
 MI = 1 << 20
 GI = 1 << 30
@@ -405,7 +405,7 @@ def test_node_allocatable_root(case, root, per_qos, driver, expected):
     # cgalloc's node_allocatable_cgroup answers None for the root cgroup (nothing to enforce
     # there), which is RootCgroupName.
     cfg = NodeConfig(cgroup_root=root, cgroups_per_qos=per_qos, cgroup_driver=driver)
-    assert driver_path(node_allocatable_cgroup(cfg) or ROOT, driver) == expected
+    assert cgroup_driver(driver).path(node_allocatable_cgroup(cfg) or ROOT) == expected
 
 
 POD_SUFFIX = [

@@ -10,7 +10,7 @@ from cgalloc.cli.render import OutputFormat, dumps, emit, printable, warn
 from cgalloc.cli.signature import NodeInputsCommand, node_inputs
 from cgalloc.inputs.fields import BY_CONFIG
 from cgalloc.inputs.validate import go_duration
-from cgalloc.model import tree
+from cgalloc.model import naming
 from cgalloc.model.nodeconfig import (
     DEFAULT_CFS_PERIOD_US,
     DEFAULT_MAX_PODS,
@@ -40,10 +40,9 @@ def daemon_cgroups(cfg: NodeConfig) -> dict[str, str]:
     are kept.
     """
     out: dict[str, str] = {}
-    driver = cfg.cgroup_driver
     if cfg.enforces("kube-reserved") and cfg.kube_reserved_cgroup:
-        _, kube = tree.reserved_paths(cfg, "kube-reserved")
-        if driver != "systemd":
+        _, kube = naming.reserved_paths(cfg, "kube-reserved")
+        if not naming.driver(cfg.cgroup_driver).slices:
             out["kubeletCgroups"] = out["runtimeCgroups"] = kube
         else:
             from cgalloc.ops.bootunit import DAEMON_UNITS  # imports D-Bus code: this driver only
@@ -54,7 +53,7 @@ def daemon_cgroups(cfg: NodeConfig) -> dict[str, str]:
             elif kube.endswith("/" + DAEMON_UNITS["kubelet"]):
                 out["kubeletCgroups"] = kube  # the reservation is the kubelet's own unit
     if cfg.enforces("system-reserved") and cfg.system_reserved_cgroup:
-        _, system = tree.reserved_paths(cfg, "system-reserved")
+        _, system = naming.reserved_paths(cfg, "system-reserved")
         if system != "/":
             out["systemCgroups"] = system
     for key, given in (
@@ -92,7 +91,7 @@ def fragment(cfg: NodeConfig) -> tuple[dict, list[str], list[str]]:
         f"--enforce-node-allocatable={','.join(enforce)}",
         "--eviction-hard=" + ",".join(str(t) for _, t in sorted(cfg.eviction_hard.items())),
     ]
-    notes: list[str] = list(tree.naming_notes(cfg))
+    notes: list[str] = list(naming.naming_notes(cfg))
     for key, flag, rl in (
         ("kubeReserved", "kube-reserved", cfg.kube_reserved),
         ("systemReserved", "system-reserved", cfg.system_reserved),
@@ -112,7 +111,8 @@ def fragment(cfg: NodeConfig) -> tuple[dict, list[str], list[str]]:
     for key, value in daemons.items():
         doc[key] = value
         flags.append(f"--{BY_CONFIG[key].flag}={value}")
-    if "runtimeCgroups" in daemons and cfg.cgroup_driver == "systemd" and not cfg.runtime_cgroups:
+    slices = naming.driver(cfg.cgroup_driver).slices
+    if "runtimeCgroups" in daemons and slices and not cfg.runtime_cgroups:
         notes.append(
             "runtimeCgroups names containerd's unit; with CRI-O use "
             f"{daemons['runtimeCgroups'].rsplit('/', 1)[0]}/crio.service."
@@ -193,7 +193,7 @@ def register(app: typer.Typer) -> None:
     @node_inputs
     def kubelet_config(inputs: NodeInputs, output: OutputFormat = output_option()) -> None:
         cfg = inputs.load_config()
-        warn([*enforcement_warnings(cfg), *tree.setup_refusals(tree.role_paths(cfg))])
+        warn([*enforcement_warnings(cfg), *naming.setup_refusals(naming.role_paths(cfg))])
         doc, flags, notes = fragment(cfg)
         if output is OutputFormat.json:
             emit({"config": doc, "flags": flags, "notes": notes}, output, str)

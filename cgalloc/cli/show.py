@@ -13,7 +13,7 @@ from cgalloc.cli.options import output_option, pods_option
 from cgalloc.cli.render import OutputFormat, aligned, emit, warn
 from cgalloc.cli.signature import NodeInputsCommand, node_inputs
 from cgalloc.host.capacity import online_cpus
-from cgalloc.model import tree
+from cgalloc.model import naming, tree
 from cgalloc.model.allocatable import (
     Allocatable,
     CpuSets,
@@ -49,7 +49,7 @@ def _cgroups(cfg: NodeConfig, alloc: Allocatable, sets: CpuSets) -> dict[str, di
     """The kubepods and enforced reserved cgroups: name, mode and limits."""
     out: dict[str, dict] = {
         "kubepods": {
-            "cgroup": tree.kubepods_path(cfg),
+            "cgroup": naming.kubepods_path(cfg),
             "enforced": cfg.cgroups_per_qos and "pods" in cfg.enforce_node_allocatable,
             "limits": _with_cpuset(format_list(alloc.kubepods), sets.kubepods),
         }
@@ -61,7 +61,7 @@ def _cgroups(cfg: NodeConfig, alloc: Allocatable, sets: CpuSets) -> dict[str, di
         if limits is None:
             continue
         compressible = f"{kind}-compressible" in cfg.enforce_node_allocatable
-        kubelets, real = tree.reserved_paths(cfg, kind)
+        kubelets, real = naming.reserved_paths(cfg, kind)
         out[key] = {
             "cgroup": kubelets,
             "enforced": "compressible" if compressible else "full",
@@ -94,10 +94,10 @@ def result(cfg: NodeConfig, alloc: Allocatable, cpus: frozenset[int]) -> dict:
         ],
         "warnings": [
             *alloc.warnings,
-            *tree.naming_notes(cfg),
+            *naming.naming_notes(cfg),
             *sets.notes,
             *enforcement_warnings(cfg),
-            *tree.setup_refusals(tree.role_paths(cfg)),
+            *naming.setup_refusals(naming.role_paths(cfg)),
         ],
     }
 
@@ -106,7 +106,7 @@ def pods_doc(cfg: NodeConfig, pods: list[PodCgroup]) -> list[dict]:
     """Each pod's QoS class, cgroup and the values the kubelet gives it (show --pods)."""
     if not cfg.cgroups_per_qos:
         return []
-    kubepods = tree.kubepods_cgroup(cfg)
+    kubepods = naming.kubepods_cgroup(cfg)
     out = []
     for pod in pods:
         lim = pod.limits
@@ -115,7 +115,7 @@ def pods_doc(cfg: NodeConfig, pods: list[PodCgroup]) -> list[dict]:
             {
                 "pod": pod.name,
                 "qos": pod.qos,
-                "cgroup": tree.pod_path(kubepods, pod, cfg.cgroup_driver),
+                "cgroup": naming.pod_path(kubepods, pod, naming.driver(cfg.cgroup_driver)),
                 "cpuShares": str(lim.cpu_shares),
                 "cpuQuota": quota if lim.cpu_period is None else f"{quota}/{lim.cpu_period}",
                 "memory": "-" if lim.memory is None else str(lim.memory),
@@ -191,7 +191,7 @@ def register(app: typer.Typer) -> None:
             cgroups = pod_cgroups(loaded, cfg, cgroup_v2=False)
             doc["pods"] = pods_doc(cfg, cgroups)
             pod_paths = (("pod", p["cgroup"].lstrip("/")) for p in doc["pods"])
-            doc["warnings"] += tree.setup_refusals(pod_paths)
+            doc["warnings"] += naming.setup_refusals(pod_paths)
         doc["warnings"] += tree.value_refusals(cfg, alloc, cgroups, cpus)
         warn(doc["warnings"])
         emit(doc, output, lambda: table(doc))

@@ -18,11 +18,11 @@ from cgalloc.errors import InputError
 from cgalloc.host import netstats
 from cgalloc.model.hierarchy import Hierarchy, controller_dirs
 from cgalloc.model.kernel_ranges import name_refusal
+from cgalloc.model.naming import CGROUP_FIELDS, driver
+from cgalloc.model.naming import clean_cgroupfs_path as _daemon_path
+from cgalloc.model.naming import kubepods_path as _kubepods_path
+from cgalloc.model.naming import reserved_path as _reserved_path
 from cgalloc.model.resources import MEMORY
-from cgalloc.model.tree import CGROUP_FIELDS
-from cgalloc.model.tree import clean_cgroupfs_path as _daemon_path
-from cgalloc.model.tree import kubepods_path as _kubepods_path
-from cgalloc.model.tree import reserved_path as _reserved_path
 from cgalloc.ops import stats
 
 if TYPE_CHECKING:
@@ -81,10 +81,11 @@ class _Run:
         self.cfg, self.capacity = inputs.load()
         self.kubepods = _kubepods_path(self.cfg)
         self.reserved = {}
+        drv = driver(self.cfg.cgroup_driver)
         for role, value in (("kube-reserved", self.cfg.kube_reserved_cgroup),
                             ("system-reserved", self.cfg.system_reserved_cgroup)):  # fmt: skip
             if value:
-                self.reserved[role] = _reserved_path(value, _FLAGS[role], self.cfg.cgroup_driver)
+                self.reserved[role] = _reserved_path(value, _FLAGS[role], drv)
         # a flag wins; else the kubelet config's kubeletCgroups/runtimeCgroups/systemCgroups
         configured = {"kubelet": self.cfg.kubelet_cgroups, "runtime": self.cfg.runtime_cgroups,
                       "misc": self.cfg.system_cgroups}  # fmt: skip

@@ -29,13 +29,13 @@ from jeepney.io.common import MessageFilters
 from cgalloc.errors import HostError, InputError
 from cgalloc.model.cpuset import parse_cpuset
 from cgalloc.model.hierarchy import parse_limit_value
-from cgalloc.model.tree import (
+from cgalloc.model.naming import (
+    KUBEPODS,
     SLICE_SUFFIX,
     CgroupNameError,
-    driver_path,
+    Driver,
+    driver,
     expand_slice,
-    kubepods_name,
-    reserved_cgroup_path,
 )
 
 RUN_DIR = "/run/systemd/system"  # exists iff systemd is PID 1 (sd_booted())
@@ -71,13 +71,13 @@ def systemd_running(run_dir: str = RUN_DIR) -> bool:
     return os.path.isdir(run_dir)
 
 
-def use_dbus(mode: str, driver: str, running: bool) -> bool:
+def use_dbus(mode: str, drv: Driver, running: bool) -> bool:
     """Whether ``setup --systemd MODE`` goes through D-Bus; InputError/HostError when it cannot."""
     if mode not in MODES:
         raise InputError(f"--systemd {mode!r} is not one of auto, yes, no.")
-    if mode == "no" or (mode == "auto" and (driver != "systemd" or not running)):
+    if mode == "no" or (mode == "auto" and (not drv.slices or not running)):
         return False
-    if driver != "systemd":
+    if not drv.slices:
         raise InputError(
             "--systemd yes needs the systemd cgroup driver: --cgroup-driver systemd "
             "(cgroupDriver: systemd)."
@@ -173,15 +173,15 @@ def is_slice_name(name: object) -> bool:
 def cgroup_roles(cfg) -> dict[str, str]:
     """cgroup path (no leading '/') → role, for the unit descriptions ("cgalloc: kubepods")."""
     roles = {}
-    driver = cfg.cgroup_driver
+    drv = driver(cfg.cgroup_driver)
     with contextlib.suppress(CgroupNameError):
-        roles[driver_path(kubepods_name(cfg.cgroup_root, driver), driver).lstrip("/")] = "kubepods"
+        roles[drv.path(drv.root(cfg.cgroup_root).child(KUBEPODS)).lstrip("/")] = "kubepods"
     for role, value in (
         ("kube-reserved", cfg.kube_reserved_cgroup),
         ("system-reserved", cfg.system_reserved_cgroup),
     ):
         with contextlib.suppress(CgroupNameError):
-            roles[reserved_cgroup_path(value, driver).lstrip("/")] = role
+            roles[drv.reserved_cgroup_path(value).lstrip("/")] = role
     return roles
 
 

@@ -16,12 +16,12 @@ from cgalloc.inputs.thresholds import ThresholdError, parse_threshold, quote
 from cgalloc.model import features
 from cgalloc.model.cpuset import CPUSET_FORM, MAX_CPU_ID, node_cpus, parse_cpu_list
 from cgalloc.model.eviction import Threshold
+from cgalloc.model.naming import DRIVERS
 from cgalloc.model.nodeconfig import (
     CPU_MANAGER_OPTIONS,
     CPU_MANAGER_POLICIES,
     DEFAULT_CFS_PERIOD_US,
     DEFAULT_ROOT_DIR,
-    DRIVERS,
     ENFORCE_OPTIONS,
     RESERVABLE,
     NodeConfig,
@@ -240,7 +240,8 @@ def _strings(values: Mapping[str, object], problems: list[str]) -> None:
     # The kubelet parses cgroupRoot with ParseCgroupfsToCgroupName, which takes a relative name
     # such as "kubelet" as "/kubelet"; root-dir must be absolute, and so must a reserved cgroup
     # under the cgroupfs driver (with systemd it may be a bare slice name such as system.slice).
-    reserved = ("kube-reserved-cgroup", "system-reserved-cgroup") if driver != "systemd" else ()
+    slices = driver in DRIVERS and DRIVERS[driver].slices
+    reserved = ("kube-reserved-cgroup", "system-reserved-cgroup") if not slices else ()
     daemons = ("kubelet-cgroups", "runtime-cgroups", "system-cgroups")
     for flag in ("root-dir", *reserved, *daemons):
         f = BY_FLAG[flag]

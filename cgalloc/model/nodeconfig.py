@@ -26,7 +26,6 @@ ENFORCE_OPTIONS = (
     "none",
 )
 RESERVABLE = (CPU, MEMORY, EPHEMERAL_STORAGE, PID)
-DRIVERS = ("cgroupfs", "systemd")
 DEFAULT_ROOT_DIR = "/var/lib/kubelet"
 
 DEFAULT_CFS_PERIOD_US = 100000  # cpuCFSQuotaPeriod's default, 100ms

@@ -26,8 +26,8 @@ from pathlib import Path
 from cgalloc.errors import CgallocError, InputError
 from cgalloc.host.systemd import slice_unit
 from cgalloc.inputs.loading import read_bounded
+from cgalloc.model.naming import SYSTEMD, driver, reserved_path
 from cgalloc.model.nodeconfig import NodeConfig
-from cgalloc.model.tree import reserved_path
 
 UNIT_NAME = "cgalloc-setup.service"
 UNIT_DIR = "etc/systemd/system"
@@ -83,7 +83,7 @@ def daemon_slice(cfg: NodeConfig, daemon: str) -> str | None:
         raise InputError(
             f"--daemons {daemon!r} is not one of {', '.join(DAEMON_UNITS)} (comma-separated)."
         )
-    if cfg.cgroup_driver != "systemd":
+    if not driver(cfg.cgroup_driver).slices:
         raise InputError(
             "--daemons needs --cgroup-driver systemd in the setup arguments: systemd keeps a "
             "unit only in a slice; with cgroupfs set kubeletCgroups in the kubelet config and "
@@ -94,7 +94,7 @@ def daemon_slice(cfg: NodeConfig, daemon: str) -> str | None:
             "--daemons needs --kube-reserved-cgroup (e.g. /kube.slice) in the setup arguments: "
             "it is the slice the daemons are put in."
         )
-    path = reserved_path(cfg.kube_reserved_cgroup, "--kube-reserved-cgroup", "systemd").lstrip("/")
+    path = reserved_path(cfg.kube_reserved_cgroup, "--kube-reserved-cgroup", SYSTEMD).lstrip("/")
     if posixpath.basename(path) == DAEMON_UNITS[daemon]:
         return None  # the reservation is the daemon's own unit: nothing to move
     unit = slice_unit(path)

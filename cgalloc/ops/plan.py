@@ -38,15 +38,15 @@ from cgalloc.model.hierarchy import (
     parse_limit_value,
 )
 from cgalloc.model.kernel_ranges import name_refusal, value_refusal
-from cgalloc.model.tree import (
+from cgalloc.model.naming import (
     CGROUP_FIELDS,
     RESERVED_ROLES,
-    desired_tree,
     expand_slice,
     naming_notes,
     overlapping_reserved,
     placement_problem,
 )
+from cgalloc.model.tree import desired_tree
 
 # Controllers a node cannot be enforced without; others (cpuset, hugetlb) are skipped if absent.
 ESSENTIAL = ("cpu", "memory", "pids")

@@ -20,6 +20,7 @@ from cgalloc.host.systemd import (
     use_dbus,
 )
 from cgalloc.inputs.pods import load_pods, resize_warnings
+from cgalloc.model import naming
 from cgalloc.model.allocatable import pods_capacity
 from cgalloc.model.cpuset import node_cpus
 from cgalloc.model.limits import WEIGHT_FORMULAS
@@ -68,7 +69,7 @@ class TreeOptions:
 
     def dbus(self, driver: str, host: Host) -> bool:
         """Whether the slices are systemd units made over D-Bus (``--systemd``)."""
-        return use_dbus(self.systemd_mode, driver, host.systemd_manages_cgroups())
+        return use_dbus(self.systemd_mode, naming.driver(driver), host.systemd_manages_cgroups())
 
     def moves(self) -> list[tuple[str, list[str]]]:
         """(role, process names) to move into that role's cgroup."""

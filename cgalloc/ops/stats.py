@@ -30,7 +30,7 @@ from cgalloc.host import core
 from cgalloc.host.capacity import max_pids
 from cgalloc.host.cgroupfs import detect
 from cgalloc.host.core.records import MAX, OK, FileSpec, Snapshot
-from cgalloc.model import tree
+from cgalloc.model import naming
 from cgalloc.model.hierarchy import Hierarchy, controller_dirs
 from cgalloc.model.resources import CPU, MEMORY
 
@@ -497,33 +497,16 @@ def _rel(path: str) -> str:
     return path.strip("/")
 
 
-def pod_uid(entry: str, driver: str) -> str | None:
-    """The pod UID in a pod cgroup's directory name, or None if it is not a pod cgroup.
-
-    cgroupfs: ``pod<uid>``. systemd: ``kubepods[-<qos>]-pod<uid with - as _>.slice``.
-    """
-    if driver == "systemd":
-        if not entry.endswith(tree.SLICE_SUFFIX):
-            return None
-        last = entry.removesuffix(tree.SLICE_SUFFIX).rsplit("-", 1)[-1]
-        if not last.startswith(tree.POD_PREFIX) or len(last) == len(tree.POD_PREFIX):
-            return None
-        return last[len(tree.POD_PREFIX) :].replace("_", "-")
-    if entry.startswith(tree.POD_PREFIX) and len(entry) > len(tree.POD_PREFIX):
-        return entry[len(tree.POD_PREFIX) :]
-    return None
-
-
 def _listing_dir(h: Hierarchy, path: str) -> str | None:
     dirs = controller_dirs(h, path)
     return dirs.get("memory") or next(iter(dirs.values()), None)
 
 
-def discover_pods(h: Hierarchy, kubepods: str, driver: str) -> list[Target]:
+def discover_pods(h: Hierarchy, kubepods: str, drv: naming.Driver) -> list[Target]:
     """Pod cgroups found by listing kubepods and its burstable / besteffort tiers."""
-    kp = tree.parse_systemd(kubepods) if driver == "systemd" else tree.parse_cgroupfs(kubepods)
+    kp = drv.parse(kubepods)
     parents = [kubepods] + [
-        tree.driver_path(kp.child(q), driver) for q in tree.QOS_CLASSES if q != "guaranteed"
+        drv.path(kp.child(q)) for q in naming.QOS_CLASSES if q != "guaranteed"
     ]
     out = []
     for parent in parents:
@@ -537,7 +520,7 @@ def discover_pods(h: Hierarchy, kubepods: str, driver: str) -> list[Target]:
         except OSError:
             continue
         for entry in entries:
-            uid = pod_uid(entry, driver)
+            uid = drv.pod_uid(entry)
             if uid is not None:
                 out.append(Target("pod", _rel(f"{parent}/{entry}"), pod_uid=uid))
     return out
@@ -557,26 +540,26 @@ def node_targets(
 ) -> list[Target]:
     """Root, kubepods, QoS tiers, pods, reserved cgroups and the named daemon cgroups.
 
-    ``kubepods`` is the cgroup holding the pods (tree.kubepods_path: with cgroupsPerQOS false
+    ``kubepods`` is the cgroup holding the pods (naming.kubepods_path: with cgroupsPerQOS false
     the cgroup root, with no tiers or pods below it; None for the root cgroup); ``reserved`` maps
     "kube-reserved" / "system-reserved" to their cgroup paths; ``daemons`` maps "kubelet",
     "runtime", "misc" to --kubelet-cgroups, --runtime-cgroups, --system-cgroups. A cgroup
     named twice is one target, under its first role.
     """
-    driver = cfg.cgroup_driver
+    drv = naming.driver(cfg.cgroup_driver)
     out = [Target("node", "")]
     if kubepods is not None:
-        kp = tree.parse_systemd(kubepods) if driver == "systemd" else tree.parse_cgroupfs(kubepods)
+        kp = drv.parse(kubepods)
         out.append(Target("kubepods", _rel(kubepods)))
         # without cgroupsPerQOS ``kubepods`` is the cgroup root, and the kubelet makes neither
         # QoS tiers nor pod cgroups below it
         if cfg.cgroups_per_qos:
             out += [
-                Target("qos", _rel(tree.driver_path(kp.child(q), driver)))
-                for q in tree.QOS_CLASSES
+                Target("qos", _rel(drv.path(kp.child(q))))
+                for q in naming.QOS_CLASSES
                 if q != "guaranteed"
             ]
-            out += discover_pods(h, kubepods, driver)
+            out += discover_pods(h, kubepods, drv)
     promised = {"kube-reserved": cfg.kube_reserved, "system-reserved": cfg.system_reserved}
     for role, path in reserved.items():
         out.append(Target(role, _rel(path), *_reservation(promised[role])))

@@ -23,9 +23,7 @@ from cgalloc.host.systemd import (
     unit_properties,
 )
 from cgalloc.inputs.loading import NotRegularFile, read_regular
-from cgalloc.model.tree import (
-    expand_slice,
-)
+from cgalloc.model.naming import expand_slice
 from cgalloc.ops.state import STATE_FILE_LIMIT, UNITS_NAME
 
 
