@@ -254,3 +254,13 @@ def use_fake_tree(monkeypatch, base: Path, kernel=None) -> FakeHost:
     host = fake_host(base, kernel)
     monkeypatch.setattr(clirun, "HOST", host)
     return host
+
+
+def fake_tree(tmp_path: Path, monkeypatch, version: str) -> Path:
+    root, _ = fake_hierarchy(tmp_path, version)
+    use_fake_tree(monkeypatch, tmp_path)
+    return root
+
+
+def where(root: Path, tmp: Path) -> list[str]:
+    return ["--cgroupfs", str(root), "--state-dir", str(tmp / "state")]

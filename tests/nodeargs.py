@@ -1,8 +1,9 @@
-"""What the setup fault and signal tests share: a planned 4-CPU node enforcing pods and
-system-reserved in /system.slice, and a small desired tree for apply()."""
+"""Node inputs the tests share: planned 4-CPU nodes enforcing pods and system-reserved in
+/system.slice (as CLI arguments), a small desired tree for apply(), a v1 hierarchy with hugetlb."""
 
 from __future__ import annotations
 
+from cgalloc.model.hierarchy import Hierarchy
 from cgalloc.model.limits import Limits
 from cgalloc.model.tree import DesiredCgroup
 
@@ -27,3 +28,26 @@ NODE_SYSTEM_RESERVED = [
     "--system-reserved-cgroup",
     "/system.slice",
 ]
+
+
+NODE = [
+    "--capacity",
+    "cpu=4,memory=8Gi,pid=4096,ephemeral-storage=100Gi",
+    "--kube-reserved",
+    "cpu=500m,memory=1Gi",
+    "--system-reserved",
+    "cpu=500m,memory=1Gi,pid=100",
+    "--enforce",
+    "pods,system-reserved",
+    "--system-reserved-cgroup",
+    "/system.slice",
+]
+
+
+V1_HUGETLB = Hierarchy(
+    "v1",
+    "/sys/fs/cgroup",
+    {c: f"/sys/fs/cgroup/{c}" for c in ("cpu", "cpuacct", "cpuset", "memory", "pids", "hugetlb")},
+    None,
+    frozenset({"cpu", "cpuacct", "cpuset", "memory", "pids", "hugetlb"}),
+)

@@ -17,7 +17,7 @@ from cgalloc.errors import CgallocError, Interrupted
 from cgalloc.host.machine import Host
 
 # Command name -> (module in cgalloc.cli, what --help lists for it), in --help order. The listing
-# is the start of each command's own help (tests/test_cli_lazy.py checks), so it needs no import.
+# is the start of each command's own help (tests/cli/test_cli_lazy.py), so it needs no import.
 COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("show", "Show this node's Capacity and Allocatable"),
     "stats": ("stats", "Read the usage of this node's cgroup tree"),

@@ -1,5 +1,5 @@
 """Options several commands take: one definition each, so the same option means the same thing
-(and has the same help) on every command that has it. tests/test_cli_options.py checks."""
+(and has the same help) on every command that has it. tests/cli/test_cli_options.py checks."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from cgalloc.ops import plan
 from cgalloc.ops.apply import Roots, apply
 from cgalloc.ops.state import StateDir
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 class FailingRoot:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).parents[2] / "csrc" / "sanitize.sh"
+SCRIPT = Path(__file__).parents[3] / "csrc" / "sanitize.sh"
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")

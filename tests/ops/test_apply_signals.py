@@ -29,7 +29,7 @@ from cgalloc.ops import plan
 from cgalloc.ops.apply import BATCH, SIGNALS, Interrupted, Roots, SignalGuard, apply
 from cgalloc.ops.state import StateDir
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 NODE = NODE_SYSTEM_RESERVED
 NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
 

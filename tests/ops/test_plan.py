@@ -170,7 +170,7 @@ def test_kernel_spellings_and_page_rounding_compare_equal(tmp_path):
 
 def test_large_limits_compare_exactly_without_overflow():
     # Floats merged limits 1 apart above 2**53 and overflowed on a fuzzed `--capacity pid=1e400`
-    # (tests/test_fuzz_cli.py found it); the comparison is on ints.
+    # (tests/cli/test_fuzz_cli.py found it); the comparison is on ints.
     assert not plan.same_value("pids.max", str(2**60), str(2**60 + 1))
     assert not plan.same_value("pids.max", "max", "1" + "0" * 400)
     assert plan.same_value("pids.max", "1" + "0" * 400, "1" + "0" * 400)

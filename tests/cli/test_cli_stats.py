@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 from clirun import run_cli
-from test_stats import make_v1, make_v2, write_files
+from statstree import make_v1, make_v2, write_files
 
 GIB8 = 8 * 2**30
 # V2_MEMORY_STAT in test_stats: anon 2 MiB, file 5 MiB, inactive_file 3 MiB.

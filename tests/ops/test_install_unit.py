@@ -227,7 +227,7 @@ def test_an_empty_root_is_not_the_current_directory(capsys, tmp_path, monkeypatc
 
 
 def test_moving_processes_by_name_says_it_does_not_persist(capsys, tmp_path, monkeypatch):
-    from test_cli_setup import fake_tree
+    from fakecgroup import fake_tree
 
     root = fake_tree(tmp_path, monkeypatch, "v2")
     code, _, err = run_cli(

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 from clirun import run_cli
-from fakecgroup import existing_system_slice, snapshot
-from test_cli_setup import NODE, fake_tree, where
+from fakecgroup import existing_system_slice, fake_tree, snapshot, where
+from nodeargs import NODE
 
 from cgalloc.cli.inputs import CAPACITY_IS_PLANNED
 from cgalloc.model.nodeconfig import SYSTEM_RESERVED_RISK

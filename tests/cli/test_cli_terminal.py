@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from clirun import keep_escapes, run_cli
-from test_cli_setup import fake_tree, where
+from fakecgroup import fake_tree, where
 
 NAME = "/a\x1b[31mb\x85c\u2028d\x1de"
 ESCAPED = "/a\\x1b[31mb\\x85c\\u2028d\\x1de"

@@ -13,16 +13,17 @@ Tables ported here:
   enforceNodeAllocatable) and loaded as cgalloc loads a node's inputs; the refused rows also
   through ``cgalloc show``: exit 2 and the kubelet's sentence.
   Already ported elsewhere, so not repeated: "invalid MaxPods" and "invalid PodsPerCore"
-  (tests/test_config.py test_negative_pod_counts_are_refused). tests/test_cli_validation.py
-  holds the flag forms of the enforcement rules; the config-file rows here are a separate path.
-  tests/test_config.py test_bad_cfs_period cites this table too, but enables the gate under the
-  Go constant's name (CPUCFSQuotaPeriod) instead of the gate's name (CustomCPUCFSQuotaPeriod),
-  so both CPUCFSQuotaPeriod rows are ported again here as upstream wrote them.
+  (tests/inputs/test_config.py test_negative_pod_counts_are_refused).
+  tests/cli/test_cli_validation.py holds the flag forms of the enforcement rules; the config-file
+  rows here are a separate path. tests/inputs/test_config.py test_bad_cfs_period cites this table
+  too, but enables the gate under the Go constant's name (CPUCFSQuotaPeriod) instead of the
+  gate's name (CustomCPUCFSQuotaPeriod), so both CPUCFSQuotaPeriod rows are ported again here
+  as upstream wrote them.
 - pkg/kubelet/apis/config/v1beta1/defaults_test.go TestSetDefaultsKubeletConfiguration: the
   defaulted values of the fields cgalloc reads, through a config file.
 - staging/src/k8s.io/component-helpers/resource/helpers_test.go: TestPodRequestsAndLimits,
   TestPodRequestsAndLimitsWithoutOverhead, the rows of TestPodResourceRequests and
-  TestPodResourceLimits that tests/test_podresources.py lacks, TestIsPodLevelResourcesSet,
+  TestPodResourceLimits that tests/model/test_podresources.py lacks, TestIsPodLevelResourcesSet,
   TestPodLevelResourceRequests, TestIsSupportedPodLevelResource and
   TestAggregateContainerRequestsAndLimits.
 - cmd/kubelet/app/server_test.go TestValueOfAllocatableResources and the kubeReserved and
@@ -294,7 +295,7 @@ UNSET = {
 # runs with, which server.go's run() defaults to "/" after validation when cgroupsPerQOS is on),
 # evictionHard when the input has none and mergeDefaultEvictionSettings (cgalloc's NodeConfig
 # holds evictionHard after cmd/kubelet/app/server.go loadConfigFile's defaulting and merge, which
-# tests/test_config.py covers; SetDefaults leaves a nil evictionHard nil).
+# tests/inputs/test_config.py covers; SetDefaults leaves a nil evictionHard nil).
 EMPTY_CONFIG_DEFAULTS = {
     "cgroupsPerQOS": True,
     "cgroupDriver": "cgroupfs",
@@ -395,7 +396,7 @@ def test_set_defaults_kubelet_configuration(tmp_path, given, expected):
 # ============================================================================================
 
 
-# TestValueOfAllocatableResources is ported in tests/test_upstream_allocatable.py.
+# TestValueOfAllocatableResources is ported in tests/model/test_upstream_allocatable.py.
 
 
 # server_test.go TestMergeKubeletConfigurations: the test merges the two drop-ins into an empty
@@ -534,7 +535,7 @@ def test_pod_requests_and_limits_without_overhead(pod, requests, limits):
         assert pod_limits(pod) == limits
 
 
-# helpers_test.go TestPodResourceRequests, the rows tests/test_podresources.py does not hold.
+# helpers_test.go TestPodResourceRequests, the rows tests/model/test_podresources.py does not hold.
 # Left out: every "resized, ..." row and "aggregate request resolves max of sums instead of sum of
 # maxes" (UseStatusResources: they read container statuses and the PodResizePending condition;
 # cgalloc sizes a pod from its spec and warns of a pending resize, pods.py resize_warnings).
@@ -543,7 +544,7 @@ def test_pod_resource_requests_overhead_excluded():
     assert pod_requests(pod, overhead=False) == rl(cpu="5")  # "pod overhead excluded"
 
 
-# helpers_test.go TestPodResourceLimits, the rows tests/test_podresources.py does not hold.
+# helpers_test.go TestPodResourceLimits, the rows tests/model/test_podresources.py does not hold.
 # Left out: "pod overhead excluded" (no ExcludeOverhead for limits, as above) and the "pod
 # scaled ..." and "aggregate limit resolves max of sums ..." rows (UseStatusResources).
 def lim(cpu: str, sidecar: bool = False) -> Container:

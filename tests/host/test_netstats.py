@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from test_stats import _fake_sysfs_net, make_v2
+from statstree import fake_sysfs_net, make_v2
 
 from cgalloc.host import netstats
 
@@ -24,7 +24,7 @@ KEPT = ["cali12ab", "cni0", "eth0", "ens3", "flannel.1", "virbr0"]  # not in cAd
 
 
 def test_sysfs_counters_drop_the_interfaces_cadvisor_drops(tmp_path):
-    net = _fake_sysfs_net(tmp_path, {name: ZERO for name in DROPPED + KEPT})
+    net = fake_sysfs_net(tmp_path, {name: ZERO for name in DROPPED + KEPT})
     assert [i.name for i in netstats.from_sysfs(net)] == sorted(KEPT)
 
 

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 import yaml
 from clirun import run_cli
-from fakecgroup import snapshot
-from test_cli_setup import NODE, fake_tree, where
+from fakecgroup import fake_tree, snapshot, where
+from nodeargs import NODE
 
 from cgalloc.errors import InputError
 from cgalloc.inputs.pods import load_pods
 from cgalloc.model.nodeconfig import SYSTEM_RESERVED_RISK
 
-SHAPES = Path(__file__).parent / "data" / "pods-every-shape.yaml"
+SHAPES = Path(__file__).parents[1] / "data" / "pods-every-shape.yaml"
 UID = "11111111-0000-4000-8000-00000000000{}".format
 MI = 1 << 20
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from test_stats import make_v2
+from statstree import make_v2
 
 PODS = 40
 FDS_PER_CGROUP = 1  # the v2 policy's O_PATH dir fd (kept read fds come from a 4 KiB budget)

@@ -126,7 +126,7 @@ def _modules_after(args: list[str]) -> list[str]:
 
 
 def test_stats_json_imports_only_what_it_reads_with(tmp_path):
-    from test_stats import make_v2
+    from statstree import make_v2
 
     root = str(tmp_path / "cg")
     for rel in ("", "kubepods", "kubepods/burstable", "kubepods/besteffort",

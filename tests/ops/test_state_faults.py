@@ -270,7 +270,7 @@ def test_a_bad_file_name_in_the_record_is_named_by_its_kind(tree, tmp_path, caps
 def test_a_journal_entry_outside_the_tree_is_refused_before_it_is_read(
     tree, tmp_path, capsys, command, mount
 ):
-    # found by tests/test_fuzz_cli.py::test_fuzz_state_records: verify read a journal entry's
+    # found by tests/cli/test_fuzz_cli.py::test_fuzz_state_records: verify read a journal entry's
     # file with a NUL in its mount and died with ValueError (a traceback) instead of exit 2
     (tmp_path / "state").mkdir()
     entry = {"kind": "write", "mount": mount, "path": "", "file": "memory.max", "old": "1"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from nodeargs import V1_HUGETLB
 
 from cgalloc.errors import InputError
 from cgalloc.inputs.pods import pod_cgroups
@@ -226,13 +227,6 @@ def make_alloc(kubepods, capacity=None, kube=None, system=None) -> Allocatable:
     return Allocatable(capacity, {}, kubepods, kube, system, (), ())
 
 
-V1_HUGETLB = Hierarchy(
-    "v1",
-    "/sys/fs/cgroup",
-    {c: f"/sys/fs/cgroup/{c}" for c in ("cpu", "cpuacct", "cpuset", "memory", "pids", "hugetlb")},
-    None,
-    frozenset({"cpu", "cpuacct", "cpuset", "memory", "pids", "hugetlb"}),
-)
 V2_NO_HUGETLB = Hierarchy(
     "v2", "/sys/fs/cgroup", {}, "/sys/fs/cgroup", frozenset({"cpu", "memory", "pids", "cpuset"})
 )

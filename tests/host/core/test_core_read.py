@@ -101,7 +101,7 @@ def test_cffi_releases_the_gil_around_core_calls():
     import io
 
     spec = importlib.util.spec_from_file_location(
-        "build_core", Path(__file__).parents[2] / "csrc" / "build_core.py"
+        "build_core", Path(__file__).parents[3] / "csrc" / "build_core.py"
     )
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)

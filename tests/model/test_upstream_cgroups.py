@@ -10,14 +10,14 @@ Sources (the expected values below are copied from these tables, never computed 
 - opencontainers/cgroups ``utils_test.go`` at the tags named in each test (HEAD is v0.1.0).
 
 Tables already ported elsewhere are not repeated: TestResourceConfigForPod and
-TestResourceConfigForPodWithEnforceMemoryQoS (tests/test_podresources.py). Rows a table holds
+TestResourceConfigForPodWithEnforceMemoryQoS (tests/model/test_podresources.py). Rows a table holds
 for behaviour cgalloc does not model are left out with a comment saying why.
 """
 
 from __future__ import annotations
 
 import pytest
-from test_tree import V1_HUGETLB
+from nodeargs import V1_HUGETLB
 
 from cgalloc.inputs.pods import pod_cgroups
 from cgalloc.model.allocatable import Allocatable
@@ -88,7 +88,7 @@ def rl(**items: str) -> dict[str, Quantity]:
 # TestNewCgroupName (kubernetes#68416, NewCgroupName aliasing the parent's slice) is left out:
 # cgalloc's CgroupName is an immutable tuple, and the table's names hold an empty part
 # (ParseCgroupfsToCgroupName("/a/") = ["a", ""]) which cgalloc never builds (it cleans the
-# cgroup root first; tests/test_tree.py test_cgroupfs_cgroup_root_forms has "/a/").
+# cgroup root first; tests/model/test_tree.py test_cgroupfs_cgroup_root_forms has "/a/").
 # TestCgroupNameWithEmptyPartToSystemd exists only in an older stored revision, not in the one
 # ported here (current ToSystemd panics on an empty part; cgalloc refuses it).
 
@@ -295,11 +295,11 @@ def test_cgroup_manager_get_cgroup_config_errors(file, content):
 
 # ================================================================= helpers_linux_test.go
 
-# TestResourceConfigForPod: the rows without DRA are in tests/test_podresources.py; the DRA rows
-# (burstable-with-dra-*, besteffort-with-dra-direct-claims, guaranteed-with-dra-direct-claims,
+# TestResourceConfigForPod: the rows without DRA are in tests/model/test_podresources.py; the DRA
+# rows (burstable-with-dra-*, besteffort-with-dra-direct-claims, guaranteed-with-dra-direct-claims,
 # status.nodeAllocatableResourceClaimStatuses, DRANodeAllocatableResources alpha in 1.36) are left
 # out: cgalloc does not read DRA claim statuses.
-# TestResourceConfigForPodWithEnforceMemoryQoS: ported in tests/test_podresources.py.
+# TestResourceConfigForPodWithEnforceMemoryQoS: ported in tests/model/test_podresources.py.
 # TestApplyPodLevelMemoryHigh: memory.high is not modelled (cgalloc writes no memory.high).
 # TestCPUSharesEqualAfterV2RoundTrip, TestSharesToMilliCPU, TestMilliCPUToSharesRoundTrip,
 # TestQuotaToMilliCPU, TestCPURequestsFromConfig, TestCPULimitsFromConfig,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from fakecgroup import make_tree
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 CAPACITY = ["--capacity", "cpu=4,memory=8Gi,pid=4096,ephemeral-storage=100Gi"]
 LOST = (
     "cgalloc: cannot write the result to stdout ({}); the command stopped there and what it had"

@@ -3,31 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
 from clirun import run_cli
-from fakecgroup import fake_hierarchy, snapshot, use_fake_tree
-
-NODE = [
-    "--capacity",
-    "cpu=4,memory=8Gi,pid=4096,ephemeral-storage=100Gi",
-    "--kube-reserved",
-    "cpu=500m,memory=1Gi",
-    "--system-reserved",
-    "cpu=500m,memory=1Gi,pid=100",
-    "--enforce",
-    "pods,system-reserved",
-    "--system-reserved-cgroup",
-    "/system.slice",
-]
-
-
-def fake_tree(tmp_path: Path, monkeypatch, version: str) -> Path:
-    root, _ = fake_hierarchy(tmp_path, version)
-    use_fake_tree(monkeypatch, tmp_path)
-    return root
+from fakecgroup import fake_tree, snapshot, where
+from nodeargs import NODE
 
 
 @pytest.fixture
@@ -36,10 +17,6 @@ def tree(tmp_path, monkeypatch):
 
 
 run = run_cli
-
-
-def where(root: Path, tmp: Path) -> list[str]:
-    return ["--cgroupfs", str(root), "--state-dir", str(tmp / "state")]
 
 
 def test_dry_run_lists_every_action_and_writes_nothing(tree, tmp_path, capsys):

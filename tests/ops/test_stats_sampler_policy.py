@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from test_stats import make_v2
+from statstree import make_v2
 
 from cgalloc.host import sampler_policy
 from cgalloc.host.core import FileSpec
