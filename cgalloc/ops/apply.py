@@ -515,29 +515,51 @@ def check_managed(root: str, record: Record) -> None:
         )
 
 
-def _restore_values(
-    root: str, record: Record, roots: Roots, host, result: Result
-) -> dict[tuple[str, str, str], str]:
-    """Write back every original value in ``record.changed``; what fails stays, in ``kept``
-    (returned too: message per file)."""
-    failed = {}
+class Step(NamedTuple):
+    """One thing teardown does with a record entry: ``action`` made, or kept because ``why``."""
+
+    action: Action
+    why: str = ""  # the reason it is kept; "" when the action is made
+
+
+def restore_steps(root: str, record: Record) -> list[Step]:
+    """The values teardown writes back: each recorded original whose file still exists and
+    does not hold it (a file gone with its cgroup or controller has nothing to restore)."""
+    steps = []
     for (mount, path, file), original in sorted(record.changed.items()):
         if not os.path.isdir(os.path.join(mount, path)):
-            del record.changed[(mount, path, file)]
             continue
         current = read_file(mount, path, file)
-        action = Action("write", mount, path, file, current, original or "\n", cgroup=path)
-        try:
-            if current is None or current != original:
-                _write(roots, mount, cgroup_file(path, file), original or "\n", host.kernel)
-                result.done.append(action)
-            del record.changed[(mount, path, file)]
-        except OSError as exc:
-            failed[(mount, path, file)] = (
-                f"{action.where(root)}: restoring {original!r} failed: {_reason(exc)}"
-            )
-            result.kept.append(failed[(mount, path, file)])
-    return failed
+        if current is not None and current != original:
+            steps.append(Step(Action("write", mount, path, file, current, original or "\n", path)))
+    return steps
+
+
+def removal_steps(root: str, record: Record) -> list[Step]:
+    """The cgroups teardown removes (deepest first, each existing one that is empty and has
+    no kept child) and the controllers it disables in cgroups it did not create."""
+    steps = []
+    kept: set[tuple[str, str]] = set()
+    for mount, path in _deepest_first(record.created):
+        if not os.path.isdir(os.path.join(mount, path)):
+            continue
+        action = Action("rmdir", mount, path, cgroup=path)
+        if _has_procs(mount, path):
+            kept.add((mount, path))
+            steps.append(Step(action, "it still has processes"))
+        elif any(m == mount and p.startswith(path + "/") for m, p in kept):
+            # rmdir of a cgroup with a child left fails (EBUSY)
+            kept.add((mount, path))
+            steps.append(Step(action, "a cgroup below it is kept"))
+        else:
+            steps.append(Step(action))
+    for mount, path in _deepest_first(record.enabled):
+        if (mount, path) in record.created or not os.path.isdir(os.path.join(mount, path)):
+            continue  # a created cgroup kept is kept with its controllers
+        value = " ".join("-" + c for c in sorted(record.enabled[(mount, path)]))
+        disable = Action("enable", mount, path, "cgroup.subtree_control", None, value, path)
+        steps.append(Step(disable))
+    return steps
 
 
 def _deepest_first(created) -> list[tuple[str, str]]:
@@ -547,40 +569,49 @@ def _deepest_first(created) -> list[tuple[str, str]]:
 
 def preview_teardown(root: str, record: Record) -> tuple[list[str], int]:
     """What ``teardown`` would do with ``record``, one line each, reading only: the same
-    refusal of a tampered record and the same conditions as the real run. Also returns how
-    many of the lines are cgroups it would keep (no change)."""
+    refusal of a tampered record and the same rules (:func:`restore_steps`,
+    :func:`removal_steps`). Also returns how many of the lines are kept (no change)."""
     check_managed(root, record)
-    lines = []
-    for (mount, path, file), original in sorted(record.changed.items()):
-        if not os.path.isdir(os.path.join(mount, path)):
+    steps = restore_steps(root, record) + removal_steps(root, record)
+    lines = [_step_line(s, root) for s in steps]
+    return lines, sum(bool(s.why) for s in steps)
+
+
+def _step_line(step: Step, root: str) -> str:
+    a = step.action
+    if step.why:
+        return f"keep {a.where(root)}: {step.why}"
+    if a.kind == "write":
+        new = "(empty)" if a.new == "\n" else a.new
+        return f"restore {a.where(root)}: {a.old} -> {new}"
+    if a.kind == "enable":
+        return f"disable {a.new.replace('-', '')} in {a.where(root)}"
+    return f"rmdir {a.where(root)}"
+
+
+def _restore_values(
+    root: str, record: Record, roots: Roots, host, result: Result
+) -> dict[tuple[str, str, str], str]:
+    """Write back every original value :func:`restore_steps` names; what fails stays, in
+    ``kept`` (returned too: message per file). Entries of cgroups gone are forgotten."""
+    for key in [k for k in record.changed if not os.path.isdir(os.path.join(*k[:2]))]:
+        del record.changed[key]
+    failed = {}
+    for step in restore_steps(root, record):
+        a = step.action
+        key = (a.mount, a.path, a.file)
+        try:
+            _write(roots, a.mount, cgroup_file(a.path, a.file), a.new, host.kernel)
+        except OSError as exc:
+            original = record.changed[key]
+            failed[key] = f"{a.where(root)}: restoring {original!r} failed: {_reason(exc)}"
+            result.kept.append(failed[key])
             continue
-        current = read_file(mount, path, file)
-        # a file gone with its controller cannot be written back: teardown forgets it
-        # (_forget_vanished), the cgroup being as it was
-        if current is not None and current != original:
-            where = Action("write", mount, path, file).where(root)
-            lines.append(f"restore {where}: {current} -> {original or '(empty)'}")
-    kept: set[tuple[str, str]] = set()
-    for mount, path in _deepest_first(record.created):
-        if not os.path.isdir(os.path.join(mount, path)):
-            continue
-        where = Action("mkdir", mount, path).where(root)
-        if _has_procs(mount, path):
-            kept.add((mount, path))
-            lines.append(f"keep {where}: it still has processes")
-        elif any(m == mount and p.startswith(path + "/") for m, p in kept):
-            # rmdir of a cgroup with a child left fails (EBUSY): the real run keeps it too
-            kept.add((mount, path))
-            lines.append(f"keep {where}: a cgroup below it is kept")
-        else:
-            lines.append(f"rmdir {where}")
-    for mount, path in _deepest_first(record.enabled):
-        if (mount, path) in record.created or not os.path.isdir(os.path.join(mount, path)):
-            continue
-        controllers = record.enabled[(mount, path)]
-        where = Action("mkdir", mount, path).where(root)
-        lines.append(f"disable {' '.join(sorted(controllers))} in {where}")
-    return lines, len(kept)
+        result.done.append(a)
+    for key in list(record.changed):
+        if key not in failed:
+            del record.changed[key]
+    return failed
 
 
 def _forget_vanished(record: Record, failed: dict, result: Result) -> None:
@@ -600,43 +631,40 @@ def _forget_cgroup(record: Record, mount: str, path: str) -> None:
 
 
 def _remove_created(root: str, record: Record, roots: Roots, host, result: Result) -> None:
-    """Remove the empty cgroups ``record`` says cgalloc created (deepest first) and disable the
+    """Make :func:`removal_steps`: remove the empty cgroups cgalloc created and disable the
     controllers it enabled; what cannot be undone stays in the record, listed in ``kept``."""
-    for mount, path in _deepest_first(record.created):
-        where = Action("mkdir", mount, path).where(root)
-        if not os.path.isdir(os.path.join(mount, path)):
-            _forget_cgroup(record, mount, path)
-            continue
-        if _has_procs(mount, path):
-            result.kept.append(f"{where}: kept, it still has processes")
+    _forget_gone(record)
+    for step in removal_steps(root, record):
+        a = step.action
+        if step.why:
+            result.kept.append(f"{a.where(root)}: kept, {step.why}")
             continue
         try:
-            if host.kernel is not None:
-                host.kernel.before_rmdir(mount, path)
-            roots[mount].rmdir(path)
+            if a.kind == "rmdir":
+                if host.kernel is not None:
+                    host.kernel.before_rmdir(a.mount, a.path)
+                roots[a.mount].rmdir(a.path)
+            else:
+                _write(roots, a.mount, cgroup_file(a.path, a.file), a.new, host.kernel)
         except OSError as exc:
-            result.kept.append(f"{where}: kept, rmdir failed: {_reason(exc)}")
+            if a.kind == "rmdir":
+                result.kept.append(f"{a.where(root)}: kept, rmdir failed: {_reason(exc)}")
+            else:
+                result.kept.append(f"{a.where(root)}: {a.new} failed: {_reason(exc)}")
             continue
+        if a.kind == "enable":
+            del record.enabled[(a.mount, a.path)]
+        result.done.append(a)
+    _forget_gone(record)
+
+
+def _forget_gone(record: Record) -> None:
+    """Entries of cgroups that no longer exist: a cgroup that is gone takes its files and
+    controllers with it."""
+    for mount, path in [k for k in record.created if not os.path.isdir(os.path.join(*k))]:
         _forget_cgroup(record, mount, path)
-        result.done.append(Action("rmdir", mount, path, cgroup=path))
-    for mount, path in _deepest_first(record.enabled):
-        controllers = record.enabled[(mount, path)]
-        if (mount, path) in record.created:
-            continue  # kept because it is not empty; its controllers stay enabled too
-        if not os.path.isdir(os.path.join(mount, path)):
-            del record.enabled[(mount, path)]
-            continue
-        value = " ".join("-" + c for c in sorted(controllers))
-        action = Action("enable", mount, path, "cgroup.subtree_control", None, value, path)
-        try:
-            _write(
-                roots, mount, cgroup_file(path, "cgroup.subtree_control"), value, host.kernel
-            )
-        except OSError as exc:
-            result.kept.append(f"{action.where(root)}: {value} failed: {_reason(exc)}")
-            continue
+    for mount, path in [k for k in record.enabled if not os.path.isdir(os.path.join(*k))]:
         del record.enabled[(mount, path)]
-        result.done.append(action)
 
 
 def plan_undo(plan: Plan, record: Record, units: UnitRecord | None = None):
