@@ -12,6 +12,7 @@ import io
 import signal
 import sys
 import threading
+from typing import NoReturn
 
 from cgalloc.errors import CgallocError, Interrupted
 from cgalloc.host.machine import Host
@@ -24,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "setup": ("setup", "Create and enforce the node's cgroup tree"),
     "verify": ("verify", "Check the live cgroup tree against the one setup makes"),
     "teardown": ("teardown", "Undo what setup recorded in the state directory"),
-    "kubelet-config": ("kubelet_config", "Print the KubeletConfiguration fragment (YAML)"),
+    "kubelet-config": ("kubelet_config", "Print the KubeletConfiguration fragment"),
     "install-unit": (
         "install_unit",
         "Install cgalloc-setup.service, which runs `cgalloc setup` at boot",
@@ -118,12 +119,28 @@ def main(argv: list[str] | None = None, host: Host | None = None) -> None:
             signal.signal(signal.SIGINT, previous)
 
 
-def _invoke(argv: list[str] | None, host: Host) -> None:
-    """The command line, as click's standalone mode runs it: it ends in SystemExit. The
-    commands find ``host`` as their context's object."""
+def _invoke(argv: list[str] | None, host: Host) -> NoReturn:
+    """Run the command line; it ends in SystemExit with the command's status. The commands
+    find ``host`` as their context's object. A usage error is one ``cgalloc:`` sentence and
+    exit 2, as every refusal is; bare ``cgalloc`` prints the help and exits 0."""
+    import typer
+
     from cgalloc.cli.group import app
 
-    app(args=argv, prog_name="cgalloc", standalone_mode=True, obj=host)
+    # click's base of usage errors, wherever this typer has it (newer ones vendor click)
+    click_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        status = app(args=args or ["--help"], prog_name="cgalloc", standalone_mode=False,
+                     obj=host)  # fmt: skip
+    except click_error as exc:
+        ctx = getattr(exc, "ctx", None)
+        where = f"; `{ctx.command_path} --help` lists its options" if ctx is not None else ""
+        _say([f"{exc.format_message().rstrip('.')}{where}."])
+        sys.exit(exc.exit_code)
+    except typer.Abort:  # end of input at a prompt
+        sys.exit(1)
+    sys.exit(status if isinstance(status, int) else 0)
 
 
 def __getattr__(name: str) -> object:

@@ -33,8 +33,34 @@ class _Commands(dict):
             info, pretty_exceptions_short=True, rich_markup_mode=None
         )
         _plain_coercion(cmd)
+        _sectioned_help(cmd, getattr(module, "EXAMPLES", ()))
         self[name] = cmd
         return cmd
+
+
+def _sectioned_help(cmd, examples: tuple[str, ...]) -> None:
+    """``cmd``'s help with its options under their panels (the node inputs apart from
+    cgalloc's own options) and its examples last, as written (click would rewrap them)."""
+
+    def format_options(ctx, formatter) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in cmd.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                panel = getattr(param, "rich_help_panel", None) or "Options"
+                sections.setdefault(panel, []).append(record)
+        for panel in sorted(sections, key=lambda p: p != "Options"):  # cgalloc's own first
+            with formatter.section(panel):
+                formatter.write_dl(sections[panel])
+
+    def format_epilog(ctx, formatter) -> None:
+        if examples:
+            with formatter.section("Examples"):
+                for line in examples:
+                    formatter.write(f"{' ' * formatter.current_indent}{line}\n")
+
+    cmd.format_options = format_options
+    cmd.format_epilog = format_epilog
 
 
 @functools.cache

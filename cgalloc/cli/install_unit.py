@@ -37,6 +37,13 @@ HELP = (
     "before anything is written. Re-running changes nothing; --uninstall removes the unit, its "
     "link and the drop-ins (the config file stays)."
 )
+EXAMPLES = (
+    "sudo cgalloc install-unit                      # setup --match-kubelet at every boot",
+    "sudo cgalloc install-unit --daemons kubelet,containerd -- --config \\",
+    "    /var/lib/kubelet/config.yaml --kube-reserved-cgroup /kube.slice",
+    "sudo cgalloc install-unit --root /mnt/image     # into an image being built",
+    "sudo cgalloc install-unit --uninstall",
+)
 
 
 def _setup_inputs(args: list[str]):

@@ -47,6 +47,13 @@ SETUP_HELP = (
     "change fails, every change is undone. Re-running with the same inputs writes nothing. "
     "--capacity plans another node type and is refused without --dry-run."
 )
+EXAMPLES = (
+    "cgalloc setup --match-kubelet --dry-run          # what would change, as the kubelet is set",
+    "sudo cgalloc setup --match-kubelet                # make it so",
+    "sudo cgalloc setup --config /var/lib/kubelet/config.yaml --kube-reserved-cgroup /kube.slice",
+    "sudo cgalloc setup --enforce pods,kube-reserved --kube-reserved cpu=500m,memory=1Gi \\",
+    "    --kube-reserved-cgroup /kube.slice -o json > setup-report.json",
+)
 # A terminal shows one redrawn progress line instead of one line per change above this many.
 COMPACT_PROGRESS = 20
 def _keyword(

@@ -39,6 +39,13 @@ SHOW_HELP = (
     "start-up checks (a reservation above capacity, an enforced reservation left empty): "
     "the figures are still printed, the reason goes to stderr."
 )
+EXAMPLES = (
+    "cgalloc show --match-kubelet                     # this node, as its kubelet is set up",
+    "cgalloc show --config /var/lib/kubelet/config.yaml",
+    "cgalloc show --capacity cpu=16,memory=64Gi,pid=4194304,ephemeral-storage=500Gi \\",
+    "    --kube-reserved cpu=500m,memory=1Gi -o json    # another node type",
+    "cgalloc show --config /var/lib/kubelet/config.yaml --pods pods.yaml   # each pod's cgroup",
+)
 
 
 def _with_cpuset(limits: dict[str, str], cpus: frozenset[int] | None) -> dict[str, str]:

@@ -25,6 +25,10 @@ TEARDOWN_HELP = (
     "properties it set, remove the cgroups it created (only empty ones, deepest first) and "
     "disable the controllers it enabled. Exit 1 if something had to be kept."
 )
+EXAMPLES = (
+    "cgalloc teardown --dry-run          # what would be undone",
+    "sudo cgalloc teardown               # undo what setup recorded",
+)
 
 
 def _units(before: UnitRecord, after: UnitRecord) -> dict:

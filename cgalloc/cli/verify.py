@@ -20,6 +20,10 @@ VERIFY_HELP = (
     "in --state-dir) until setup undoes it. Reads only: it changes nothing and needs no "
     "privileges."
 )
+EXAMPLES = (
+    "cgalloc verify --config /var/lib/kubelet/config.yaml   # exit 0: in sync, 1: drift",
+    "cgalloc verify --config /var/lib/kubelet/config.yaml --static-pods -o json",
+)
 
 
 def register(app: typer.Typer) -> None:

@@ -405,7 +405,7 @@ def test_kubelet_config_carries_the_pod_inputs_and_loads_back(capsys, tmp_path):
     ]  # fmt: skip
     code, out, _ = run_cli(capsys, "kubelet-config", *inputs, "-o", "json")
     assert code == 0
-    doc = json.loads(out)["config"]
+    doc = json.loads(out)
     assert doc["featureGates"] == {"CustomCPUCFSQuotaPeriod": True, "MemoryQoS": True}
     assert (doc["cpuCFSQuota"], doc["cpuCFSQuotaPeriod"]) == (False, "50ms")
     assert doc["staticPodPath"] == "/etc/kubernetes/manifests"
