@@ -202,6 +202,18 @@ class Node:
         except SystemExit as exc:
             assert not exc.code, exc.code
 
+    def teardown(self) -> None:
+        """``teardown --quiet``: undo what setup recorded."""
+        args = ["--cgroupfs", str(self.root), "--state-dir", str(self.base / "state")]
+        try:
+            main(["teardown", *args, "--quiet"], self.host)
+        except SystemExit as exc:
+            assert not exc.code, exc.code
+
+    def record(self) -> dict:
+        """What setup recorded (the state dir's owned.json)."""
+        return json.loads((self.base / "state" / "owned.json").read_text())
+
     def actions(self) -> list[dict]:
         return self.cgalloc("--dry-run")["plan"]["actions"]
 

@@ -535,24 +535,28 @@ def restore_steps(root: str, record: Record) -> list[Step]:
     return steps
 
 
+KEPT_PROCS = "it still has processes"
+KEPT_CHILD = "a cgroup below it is kept"  # its rmdir would fail (EBUSY)
+
+
+def _kept_below(mount: str, path: str, kept: set[tuple[str, str]]) -> bool:
+    return any(m == mount and p.startswith(path + "/") for m, p in kept)
+
+
 def removal_steps(root: str, record: Record) -> list[Step]:
-    """The cgroups teardown removes (deepest first, each existing one that is empty and has
-    no kept child) and the controllers it disables in cgroups it did not create."""
+    """The cgroups teardown removes (deepest first, each existing one without processes or a
+    kept cgroup below it) and the controllers it disables in cgroups it did not create."""
     steps = []
     kept: set[tuple[str, str]] = set()
     for mount, path in _deepest_first(record.created):
         if not os.path.isdir(os.path.join(mount, path)):
             continue
         action = Action("rmdir", mount, path, cgroup=path)
-        if _has_procs(mount, path):
+        why = KEPT_CHILD if _kept_below(mount, path, kept) else ""
+        why = why or (KEPT_PROCS if _has_procs(mount, path) else "")
+        if why:
             kept.add((mount, path))
-            steps.append(Step(action, "it still has processes"))
-        elif any(m == mount and p.startswith(path + "/") for m, p in kept):
-            # rmdir of a cgroup with a child left fails (EBUSY)
-            kept.add((mount, path))
-            steps.append(Step(action, "a cgroup below it is kept"))
-        else:
-            steps.append(Step(action))
+        steps.append(Step(action, why))
     for mount, path in _deepest_first(record.enabled):
         if (mount, path) in record.created or not os.path.isdir(os.path.join(mount, path)):
             continue  # a created cgroup kept is kept with its controllers
@@ -624,47 +628,53 @@ def _forget_vanished(record: Record, failed: dict, result: Result) -> None:
             result.kept.remove(message)
 
 
-def _forget_cgroup(record: Record, mount: str, path: str) -> None:
-    """A cgroup that is gone takes its files with it."""
-    record.created.discard((mount, path))
-    record.written = {k for k in record.written if k[:2] != (mount, path)}
-
-
 def _remove_created(root: str, record: Record, roots: Roots, host, result: Result) -> None:
-    """Make :func:`removal_steps`: remove the empty cgroups cgalloc created and disable the
-    controllers it enabled; what cannot be undone stays in the record, listed in ``kept``."""
-    _forget_gone(record)
-    for step in removal_steps(root, record):
-        a = step.action
-        if step.why:
-            result.kept.append(f"{a.where(root)}: kept, {step.why}")
+    """Make :func:`removal_steps`: remove the cgroups cgalloc created and disable the
+    controllers it enabled; what cannot be undone stays in the record, listed in ``kept``.
+    The rules are evaluated as the changes are made: a cgroup's rmdir is tried, and only a
+    refusal (EBUSY) reads whether it has processes."""
+    kept: set[tuple[str, str]] = set()
+    gone: set[tuple[str, str]] = set()
+    for mount, path in _deepest_first(record.created):
+        a = Action("rmdir", mount, path, cgroup=path)
+        if _kept_below(mount, path, kept):
+            kept.add((mount, path))
+            result.kept.append(f"{a.where(root)}: kept, {KEPT_CHILD}")
             continue
         try:
-            if a.kind == "rmdir":
-                if host.kernel is not None:
-                    host.kernel.before_rmdir(a.mount, a.path)
-                roots[a.mount].rmdir(a.path)
-            else:
-                _write(roots, a.mount, cgroup_file(a.path, a.file), a.new, host.kernel)
+            if host.kernel is not None:
+                host.kernel.before_rmdir(mount, path)
+            roots[mount].rmdir(path)
         except OSError as exc:
-            if a.kind == "rmdir":
-                result.kept.append(f"{a.where(root)}: kept, rmdir failed: {_reason(exc)}")
-            else:
-                result.kept.append(f"{a.where(root)}: {a.new} failed: {_reason(exc)}")
+            if exc.errno == errno.ENOENT:
+                gone.add((mount, path))  # removed already: nothing to do
+                continue
+            kept.add((mount, path))
+            busy = exc.errno == errno.EBUSY and _has_procs(mount, path)
+            why = KEPT_PROCS if busy else f"rmdir failed: {_reason(exc)}"
+            result.kept.append(f"{a.where(root)}: kept, {why}")
             continue
-        if a.kind == "enable":
-            del record.enabled[(a.mount, a.path)]
+        gone.add((mount, path))
         result.done.append(a)
-    _forget_gone(record)
-
-
-def _forget_gone(record: Record) -> None:
-    """Entries of cgroups that no longer exist: a cgroup that is gone takes its files and
-    controllers with it."""
-    for mount, path in [k for k in record.created if not os.path.isdir(os.path.join(*k))]:
-        _forget_cgroup(record, mount, path)
-    for mount, path in [k for k in record.enabled if not os.path.isdir(os.path.join(*k))]:
+    for mount, path in _deepest_first(record.enabled):
+        if (mount, path) in record.created:
+            if (mount, path) in gone:
+                del record.enabled[(mount, path)]
+            continue  # kept with its cgroup
+        value = " ".join("-" + c for c in sorted(record.enabled[(mount, path)]))
+        a = Action("enable", mount, path, "cgroup.subtree_control", None, value, path)
+        try:
+            _write(roots, mount, cgroup_file(path, a.file), value, host.kernel)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:  # the cgroup is gone, and its controllers with it
+                del record.enabled[(mount, path)]
+                continue
+            result.kept.append(f"{a.where(root)}: {value} failed: {_reason(exc)}")
+            continue
         del record.enabled[(mount, path)]
+        result.done.append(a)
+    record.created -= gone
+    record.written = {k for k in record.written if k[:2] not in gone}
 
 
 def plan_undo(plan: Plan, record: Record, units: UnitRecord | None = None):
