@@ -30,6 +30,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "install_unit",
         "Install cgalloc-setup.service, which runs `cgalloc setup` at boot",
     ),
+    "exporter": ("exporter", "Serve this node's cgroup tree as Prometheus metrics"),
+    "record": ("record", "Record the usage of this node's reserved cgroups"),
+    "recommend": ("recommend", "Recommend kube-reserved, system-reserved"),
+    "install-exporter-unit": (
+        "install_exporter_unit",
+        "Install cgalloc-exporter.service, which serves `cgalloc exporter`",
+    ),
     "completion": ("completion", "Print the shell completion script for bash, zsh or fish"),
 }
 # What the completion scripts set when a shell asks cgalloc for completions (typer's

@@ -28,7 +28,8 @@ def test_every_help_ends_with_examples_that_name_the_command(capsys, command):
     tail = out.split("\nExamples:\n", 1)
     assert len(tail) == 2, out
     commands = [line.strip() for line in tail[1].splitlines() if line.strip()[:1].isalpha()]
-    assert commands and all(f"cgalloc {command}" in c for c in commands), commands
+    assert any(f"cgalloc {command}" in c for c in commands), commands
+    assert all(c.startswith(("cgalloc ", "sudo cgalloc ")) for c in commands), commands
 
 
 @pytest.mark.parametrize("command", ["show", "setup", "verify", "stats", "kubelet-config"])
