@@ -207,6 +207,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         host: Host = ctx.obj
         cfg = inputs.load_config()
+        warn(inputs.check_drivers(cfg, refuse=True))  # refused unless --allow-driver-mismatch
         state = StateDir(state_dir, host.boot_id())
         if dry_run:
             p = preview(tree, cfg, host, state)
@@ -218,7 +219,7 @@ def register(app: typer.Typer) -> None:
                 else f"dry run: {count} changes planned, nothing written"
             )
             if not quiet:
-                doc = {"dryRun": True, "plan": p.to_json(), "writes": 0}
+                doc = {"dryRun": True, "plan": p.to_json(), "writes": 0, **inputs.document()}
                 report(doc, plan_lines(p, tree.dbus(cfg.cgroup_driver, host)), summary, output)
             require_no_refusals(p, force)
             return
@@ -232,16 +233,16 @@ def register(app: typer.Typer) -> None:
 
         run = setup(tree, cfg, host, state, force=force, warn=warn, before=before)
         if not quiet or run.cleaned.kept:  # kept is a failure: said even with --quiet
-            _report(run, output)
+            _report(run, output, inputs.document())
         if run.signo is not None:
             raise Interrupted(run.signo, late_signal(run))
         if run.cleaned.kept:
             raise typer.Exit(1)
 
 
-def _report(run: Setup, output: OutputFormat) -> None:
+def _report(run: Setup, output: OutputFormat, inputs_doc: dict) -> None:
     p, result, cleaned = run.plan, run.result, run.cleaned
-    doc = {"dryRun": False, "plan": p.to_json(), **result.to_json()}
+    doc = {"dryRun": False, "plan": p.to_json(), **result.to_json(), **inputs_doc}
     lines = [f"{a.describe(p.root)} (no longer wanted)" for a in cleaned.done]
     lines += [f"kept {k}" for k in cleaned.kept]
     if run.units is not None:

@@ -187,6 +187,8 @@ def register(app: typer.Typer) -> None:
         alloc = compute(cfg, capacity)
         cpus = node_cpus(cfg.capacity_overrides, online_cpus)
         doc = result(cfg, alloc, cpus)
+        doc.update(inputs.document())
+        doc["warnings"] += inputs.check_drivers(cfg)
         cgroups: list[PodCgroup] = []
         if pods:
             # Imported only when pods are given: YAML, the pod model and their records.

@@ -42,6 +42,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         host: Host = ctx.obj
         cfg = inputs.load_config()
+        warn(inputs.check_drivers(cfg))
         if cfg.capacity_overrides:
             warn([CAPACITY_IS_PLANNED])
         state = StateDir(state_dir, host.boot_id())
@@ -50,7 +51,7 @@ def register(app: typer.Typer) -> None:
         warn(state.notes)
         lines = [line for line, _ in found]
         summary = f"drift: {len(lines)} differences" if lines else "in sync: the tree matches"
-        doc = {"inSync": not lines, "drift": [item for _, item in found]}
+        doc = {"inSync": not lines, "drift": [item for _, item in found], **inputs.document()}
         report(doc, lines, summary, output, quiet and not lines)
         if lines:
             raise typer.Exit(1)
