@@ -46,10 +46,16 @@ def _sectioned_help(cmd, examples: tuple[str, ...]) -> None:
         sections: dict[str, list[tuple[str, str]]] = {}
         for param in cmd.get_params(ctx):
             record = param.get_help_record(ctx)
-            if record is not None:
-                panel = getattr(param, "rich_help_panel", None) or "Options"
-                sections.setdefault(panel, []).append(record)
-        for panel in sorted(sections, key=lambda p: p != "Options"):  # cgalloc's own first
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                # typer appends the type to the metavar ("bash|zsh|fish <bash|zsh|fish>")
+                sections.setdefault("Arguments", []).append((param.metavar, record[1]))
+                continue
+            panel = getattr(param, "rich_help_panel", None) or "Options"
+            sections.setdefault(panel, []).append(record)
+        order = {"Arguments": 0, "Options": 1}  # then the panels: tree options, node inputs
+        for panel in sorted(sections, key=lambda p: order.get(p, 2)):
             with formatter.section(panel):
                 formatter.write_dl(sections[panel])
 

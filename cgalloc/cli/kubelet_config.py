@@ -218,7 +218,7 @@ def register(app: typer.Typer) -> None:
         cfg = inputs.load_config()
         warn([*enforcement_warnings(cfg), *naming.setup_refusals(naming.role_paths(cfg))])
         doc, flags, notes = fragment(cfg)
-        warn([f"note: {n}" for n in notes])
+        warn(notes, "note")
         if output is Format.json:
             echo(dumps(doc, OutputFormat.json))
         elif output is Format.flags:

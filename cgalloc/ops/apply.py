@@ -531,7 +531,7 @@ def restore_steps(root: str, record: Record) -> list[Step]:
             continue
         current = read_file(mount, path, file)
         if current is not None and current != original:
-            steps.append(Step(Action("write", mount, path, file, current, original or "\n", path)))
+            steps.append(Step(Action("restore", mount, path, file, current, original, path)))
     return steps
 
 
@@ -582,15 +582,10 @@ def preview_teardown(root: str, record: Record) -> tuple[list[str], int]:
 
 
 def _step_line(step: Step, root: str) -> str:
-    a = step.action
+    """A step as teardown reports it once made, or why it is kept."""
     if step.why:
-        return f"keep {a.where(root)}: {step.why}"
-    if a.kind == "write":
-        new = "(empty)" if a.new == "\n" else a.new
-        return f"restore {a.where(root)}: {a.old} -> {new}"
-    if a.kind == "enable":
-        return f"disable {a.new.replace('-', '')} in {a.where(root)}"
-    return f"rmdir {a.where(root)}"
+        return f"keep {step.action.where(root)}: {step.why}"
+    return step.action.describe(root)
 
 
 def _restore_values(
@@ -605,7 +600,8 @@ def _restore_values(
         a = step.action
         key = (a.mount, a.path, a.file)
         try:
-            _write(roots, a.mount, cgroup_file(a.path, a.file), a.new, host.kernel)
+            # an empty value cannot be written as zero bytes; a newline clears the same way
+            _write(roots, a.mount, cgroup_file(a.path, a.file), a.new or "\n", host.kernel)
         except OSError as exc:
             original = record.changed[key]
             failed[key] = f"{a.where(root)}: restoring {original!r} failed: {_reason(exc)}"

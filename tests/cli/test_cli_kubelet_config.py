@@ -169,6 +169,6 @@ def test_memory_reservation_policy_goes_in_the_config_with_a_note(tmp_path, caps
     assert code == 0, err
     assert json.loads(out)["memoryReservationPolicy"] == "TieredReservation"
     note = "memoryReservationPolicy has no kubelet flag; put it in the config file."
-    assert f"cgalloc: warning: note: {note}" in err.splitlines()
+    assert f"cgalloc: note: {note}" in err.splitlines()
     code, out, _ = run_cli(capsys, "kubelet-config", "--config", str(config), "-o", "flags")
     assert code == 0 and "reservation" not in out.lower()  # the kubelet has no flag

@@ -175,7 +175,7 @@ def test_kubelet_config_notes_unit_paths_under_systemd(capsys):
     # kubelet starts with the value as given; a note names both paths
     note = next(line for line in err.splitlines() if "note:" in line)
     assert note.startswith(
-        "cgalloc: warning: note: kubeReservedCgroup (--kube-reserved-cgroup) /system.slice/"
+        "cgalloc: note: kubeReservedCgroup (--kube-reserved-cgroup) /system.slice/"
     )
     assert "/kubelet.service.slice" in note
     doc = yaml.safe_load(out)

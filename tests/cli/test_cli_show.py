@@ -422,7 +422,7 @@ def test_eviction_percentage_in_go_float_syntax(capsys, percentage, memory):
 
 def test_eviction_percentage_nan_is_refused(capsys):
     # The kubelet takes NaN% (it passes both range checks) and reserves an undefined amount:
-    # cgalloc refuses it, as the README's table of differences says.
+    # cgalloc refuses it, as docs/kubelet-compatibility.md says.
     code, out, err = run(
         capsys, "show", "--capacity", f"cpu=4,memory=8Gi,{PLAN}",
         "--eviction-hard", "memory.available<NaN%",

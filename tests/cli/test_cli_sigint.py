@@ -1,6 +1,6 @@
 """Ctrl-C anywhere outside setup's changes (a read, planning, a lock wait, a report) is one
 sentence and exit 130, as a shell reports SIGINT; click's own answer was "Aborted!" and exit 1,
-the status the README keeps for a failed, rolled-back operation."""
+the status docs/reference.md keeps for a failed, rolled-back operation."""
 
 from __future__ import annotations
 
