@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "install_exporter_unit",
         "Install cgalloc-exporter.service, which serves `cgalloc exporter`",
     ),
+    "doctor": ("doctor", "Check this node for what makes the kubelet refuse to start"),
     "completion": ("completion", "Print the shell completion script for bash, zsh or fish"),
 }
 # What the completion scripts set when a shell asks cgalloc for completions (typer's

@@ -41,6 +41,7 @@ from cgalloc.model import versions
 
 if TYPE_CHECKING:
     from cgalloc.host.machine import Host
+    from cgalloc.inputs.runtime import RuntimeDriver
     from cgalloc.model.nodeconfig import NodeConfig
 
 DEFAULT_CONFIG = "/var/lib/kubelet/config.yaml"  # where kubeadm writes the kubelet's config
@@ -347,22 +348,25 @@ def unused_config_note(host: Host) -> str | None:
 # ---- cgroup drivers ------------------------------------------------------------------------
 
 
-def driver_problems(
-    host: Host, cfg: NodeConfig, *, config: str | None, config_dir: str | None,
-    endpoint: str | None, driver_flag: str | None,
-) -> tuple[list[str], list[str]]:  # fmt: skip
-    """(problems, warnings) of the kubelet's cgroup driver on this node: against systemd as
-    PID 1 and against the container runtime's (see ``cgalloc.inputs.runtime``).
-    ``driver_flag`` says where a ``--cgroup-driver`` flag came from, None without one."""
+class RuntimeFinding(NamedTuple):
+    """The container runtime the kubelet talks to, and its cgroup driver where it could be
+    read."""
+
+    kind: str | None  # "containerd" | "CRI-O" | None for an endpoint cgalloc does not know
+    endpoint: str
+    driver: RuntimeDriver | None  # None: not installed, unknown, or unreadable (see warnings)
+    warnings: list[str]
+
+
+def runtime_driver(
+    host: Host, *, config: str | None, config_dir: str | None, endpoint: str | None
+) -> RuntimeFinding:
+    """The runtime behind the kubelet's ``containerRuntimeEndpoint`` (``endpoint`` when given,
+    else the config files', else the kubelet's default) and its cgroup driver."""
     from cgalloc.host import runtime as rt
     from cgalloc.inputs import runtime as parse
 
     files = NodeFiles(host.node_root)
-    source = driver_flag or "the kubelet's default"
-    if driver_flag is None:
-        setting = parse.kubelet_config_setting(config, config_dir, "cgroupDriver")
-        if setting is not None:
-            source = f"cgroupDriver in {setting[1]}"
     if endpoint is None:
         setting = parse.kubelet_config_setting(config, config_dir, "containerRuntimeEndpoint")
         endpoint = str(setting[0]) if setting else parse.DEFAULT_ENDPOINT
@@ -379,10 +383,38 @@ def driver_problems(
     except (OSError, ValueError) as err:
         reason = getattr(err, "strerror", None) or str(err)
         warnings.append(f"cannot tell {kind}'s cgroup driver: {reason}.")
-    problems = parse.driver_problems(
-        cfg.cgroup_driver, source, host.systemd_manages_cgroups(), runtime
+    return RuntimeFinding(kind, endpoint, runtime, warnings)
+
+
+def kubelet_driver_source(
+    cfg: NodeConfig, *, config: str | None, config_dir: str | None, driver_flag: str | None
+) -> str:
+    """Where the kubelet's cgroup driver comes from, for the sentences that name it."""
+    from cgalloc.inputs import runtime as parse
+
+    if driver_flag is not None:
+        return driver_flag
+    setting = parse.kubelet_config_setting(config, config_dir, "cgroupDriver")
+    return f"cgroupDriver in {setting[1]}" if setting is not None else "the kubelet's default"
+
+
+def driver_problems(
+    host: Host, cfg: NodeConfig, *, config: str | None, config_dir: str | None,
+    endpoint: str | None, driver_flag: str | None,
+) -> tuple[list[str], list[str]]:  # fmt: skip
+    """(problems, warnings) of the kubelet's cgroup driver on this node: against systemd as
+    PID 1 and against the container runtime's (see ``cgalloc.inputs.runtime``).
+    ``driver_flag`` says where a ``--cgroup-driver`` flag came from, None without one."""
+    from cgalloc.inputs import runtime as parse
+
+    source = kubelet_driver_source(
+        cfg, config=config, config_dir=config_dir, driver_flag=driver_flag
     )
-    return problems, warnings
+    found = runtime_driver(host, config=config, config_dir=config_dir, endpoint=endpoint)
+    problems = parse.driver_problems(
+        cfg.cgroup_driver, source, host.systemd_manages_cgroups(), found.driver
+    )
+    return problems, found.warnings
 
 
 def _containerd(files: NodeFiles, endpoint: str):
