@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernel.test_boot_unit_kernel import ETC, STAND_INS, WRITTEN, systemctl
+from kernel.test_boot_unit_kernel import cgalloc as unplanned
 from kernel.test_doctor_kernel import doctor as doctor_on
 from kernel.test_doctor_kernel import setup_then_reserved_ok
-from kernel.test_setup_kernel import NODE, cgalloc
+from kernel.test_setup_kernel import NODE
 from kernel.util import CGROUP_ROOT, read
 
 LANES = ("v2-systemd",)
@@ -73,7 +74,7 @@ def test_boot_unit_as_systemctl_reports_it(tmp_path: Path) -> None:
         _, checks = doctor(config)
         assert checks["boot-unit"]["verdict"] == "warn"  # enforced, and no unit
         args = ["--config", str(config), *NODE, "--state-dir", str(tmp_path / "state")]
-        done = cgalloc("install-unit", "--", *args)
+        done = unplanned("install-unit", "--", *args)  # the unit would run on this VM
         assert done.returncode == 0, done.stdout + done.stderr
         _, checks = doctor(config)
         boot = checks["boot-unit"]
