@@ -52,6 +52,7 @@ def playbook(wheelhouse: str, config: str, *extra: str, reserved: str = "150Mi")
         "LC_ALL": "C.UTF-8",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        "ANSIBLE_PIPELINING": "1",
         "ANSIBLE_LOCAL_TEMP": tempfile.mkdtemp(prefix="ansible-"),
     }
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-c", "local"]
