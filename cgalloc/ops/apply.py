@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple, NoReturn
 
-from cgalloc.errors import CgallocError, HostError, InputError, Interrupted
+from cgalloc.errors import SIGNALS, CgallocError, HostError, InputError, Interrupted
 from cgalloc.host import core
 from cgalloc.host.machine import Host, KernelHooks
 from cgalloc.host.systemd import Systemd, SystemdError
@@ -31,9 +31,8 @@ from cgalloc.ops.state import Record, StateDir
 from cgalloc.ops.units import SystemdUnits, UnitRecord, reset_properties, stale_units, wire_props
 from cgalloc.ops.units import undo as undo_units
 
-# The signals that stop setup with a rollback: Ctrl-C, a service manager's stop, a closed
-# terminal. SIGKILL cannot be handled: the journal covers it (the next run folds it in).
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# SIGNALS stop setup with a rollback. SIGKILL cannot be handled: the journal covers it (the
+# next run folds it in).
 
 
 def signal_name(signo: int) -> str:
@@ -589,14 +588,18 @@ def _step_line(step: Step, root: str) -> str:
 
 
 def _restore_values(
-    root: str, record: Record, roots: Roots, host, result: Result
+    root: str, record: Record, roots: Roots, host, result: Result, signals: SignalGuard
 ) -> dict[tuple[str, str, str], str]:
     """Write back every original value :func:`restore_steps` names; what fails stays, in
     ``kept`` (returned too: message per file). Entries of cgroups gone are forgotten."""
     for key in [k for k in record.changed if not os.path.isdir(os.path.join(*k[:2]))]:
         del record.changed[key]
     failed = {}
-    for step in restore_steps(root, record):
+    done: set[tuple[str, str, str]] = set()
+    steps = restore_steps(root, record)
+    for step in steps:
+        if signals.signo is not None:
+            break
         a = step.action
         key = (a.mount, a.path, a.file)
         try:
@@ -608,8 +611,11 @@ def _restore_values(
             result.kept.append(failed[key])
             continue
         result.done.append(a)
+        done.add(key)
+    # what holds its original already needs nothing more; what a signal left stays recorded
+    wanted = {(s.action.mount, s.action.path, s.action.file) for s in steps}
     for key in list(record.changed):
-        if key not in failed:
+        if key in done or key not in wanted:
             del record.changed[key]
     return failed
 
@@ -624,7 +630,9 @@ def _forget_vanished(record: Record, failed: dict, result: Result) -> None:
             result.kept.remove(message)
 
 
-def _remove_created(root: str, record: Record, roots: Roots, host, result: Result) -> None:
+def _remove_created(
+    root: str, record: Record, roots: Roots, host, result: Result, signals: SignalGuard
+) -> None:
     """Make :func:`removal_steps`: remove the cgroups cgalloc created and disable the
     controllers it enabled; what cannot be undone stays in the record, listed in ``kept``.
     The rules are evaluated as the changes are made: a cgroup's rmdir is tried, and only a
@@ -632,6 +640,8 @@ def _remove_created(root: str, record: Record, roots: Roots, host, result: Resul
     kept: set[tuple[str, str]] = set()
     gone: set[tuple[str, str]] = set()
     for mount, path in _deepest_first(record.created):
+        if signals.signo is not None:
+            break
         a = Action("rmdir", mount, path, cgroup=path)
         if _kept_below(mount, path, kept):
             kept.add((mount, path))
@@ -657,6 +667,8 @@ def _remove_created(root: str, record: Record, roots: Roots, host, result: Resul
             if (mount, path) in gone:
                 del record.enabled[(mount, path)]
             continue  # kept with its cgroup
+        if signals.signo is not None:
+            break
         value = " ".join("-" + c for c in sorted(record.enabled[(mount, path)]))
         a = Action("enable", mount, path, "cgroup.subtree_control", None, value, path)
         try:
@@ -842,11 +854,19 @@ def teardown(
     check_managed(root, record)
     roots = roots or Roots(host.open_root)
     result = Result(root)
-    failed = _restore_values(root, record, roots, host, result)
-    units = UnitRecord.load(state.path)
-    if not units.is_empty():
-        result.kept += undo_units(systemd or Systemd(), units, state.path)
-    _remove_created(root, record, roots, host, result)
-    _forget_vanished(record, failed, result)
-    state.save(record)
+    # SIGINT/SIGTERM/SIGHUP stop the undoing between two changes; what is left stays recorded
+    with SignalGuard() as signals:
+        failed = _restore_values(root, record, roots, host, result, signals)
+        units = UnitRecord.load(state.path)
+        if not units.is_empty() and signals.signo is None:
+            result.kept += undo_units(systemd or Systemd(), units, state.path)
+        _remove_created(root, record, roots, host, result, signals)
+        _forget_vanished(record, failed, result)
+        state.save(record)
+    if signals.signo is not None:
+        raise Interrupted(
+            signals.signo,
+            f"teardown interrupted by {signal_name(signals.signo)} after {result.writes} "
+            "changes; the record keeps what is left: run teardown again to undo it.",
+        )
     return result
