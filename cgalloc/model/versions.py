@@ -120,14 +120,15 @@ BEHAVIOURS = (
         " kube-reserved-compressible (cpu only on the reserved cgroup); before 1.32 they are"
         " invalid options",
         "validation.go ValidateKubeletConfiguration, node_container_manager_linux.go"
-        " enforceNodeAllocatableCgroups (PR #125982, reviewed 2024-10 after v1.31.0)",
+        " enforceNodeAllocatableCgroups (PR #125982, listed in CHANGELOG-1.32.md under"
+        " v1.32.0-alpha.2)",
     ),
     Behaviour(
         "kubepods-cpuset", "1.32",
         "with the none CPU manager policy, kubepods and the enforced reserved cgroups get a"
         " cpuset of all CPUs; before 1.32 the kubelet writes no cpuset there",
-        "node_container_manager_linux.go getCgroupConfig (PR #125923, merged 2024-10 after"
-        " v1.31.0; v1.20.2 getCgroupConfig sets no CPUSet)",
+        "node_container_manager_linux.go getCgroupConfig (PR #125923, listed in"
+        " CHANGELOG-1.32.md under v1.32.0-alpha.2; v1.20.2 getCgroupConfig sets no CPUSet)",
     ),
     Behaviour(
         "strict-cpu-reservation", "1.32",
