@@ -25,6 +25,7 @@ from cgalloc.model.allocatable import pods_capacity
 from cgalloc.model.cpuset import node_cpus
 from cgalloc.model.limits import WEIGHT_FORMULAS
 from cgalloc.model.nodeconfig import NodeConfig, enforcement_warnings
+from cgalloc.model.versions import hierarchy_notes
 from cgalloc.ops.apply import (
     Result,
     SignalGuard,
@@ -118,6 +119,11 @@ class TreeOptions:
             cpus=node_cpus(cfg.capacity_overrides, online_cpus),
         )
         p.warnings[:0] = resize_warnings(pods)  # in -o json's warnings too
+        p.warnings.extend(
+            hierarchy_notes(
+                cfg.kubelet_version, hierarchy.version, cfg.cgroup_driver, cfg.fail_cgroup_v1
+            )
+        )
         return p
 
 
