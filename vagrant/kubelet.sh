@@ -209,23 +209,28 @@ k_sys_values() {
 	done
 }
 
-k_journal() { journalctl -u kubelet.service --since "@$1" -o cat --no-pager 2>/dev/null; }
+# The kubelet's log since EPOCH (in a file: grep -q closing a pipe early fails it under pipefail).
+k_journal() {
+	journalctl -u kubelet.service --since "@$1" -o cat --no-pager >"$work/k-journal" 2>/dev/null
+	cat "$work/k-journal"
+}
+k_logged() { k_journal "$1" >/dev/null; grep -q -- "$2" "$work/k-journal"; }
 
 # The kubelet has started and stays up: active for 30 s after start without a restart, no
 # ContainerManager failure in its log.
 k_started() {
 	local since=$1 i
 	for i in $(seq 60); do
-		k_journal "$since" | grep -q 'Started kubelet' && break
+		k_logged "$since" 'Started kubelet' && break
 		sleep 2
 	done
 	sleep 30
 	systemctl show kubelet.service -p ActiveState -p SubState -p NRestarts -p MainPID
-	k_journal "$since" | grep -E 'Started kubelet|Failed to start ContainerManager|Failed to enforce' | head -n 5
+	k_journal "$since" >/dev/null
+	grep -E 'Started kubelet|Failed to start ContainerManager|Failed to enforce' "$work/k-journal" | head -n 5
 	[[ $(systemctl show -p ActiveState --value kubelet.service) == active ]] &&
 		[[ $(systemctl show -p NRestarts --value kubelet.service) == 0 ]] &&
-		! k_journal "$since" | grep -q 'Failed to start ContainerManager' &&
-		k_journal "$since" | grep -q 'Started kubelet'
+		! k_logged "$since" 'Failed to start ContainerManager' && k_logged "$since" 'Started kubelet'
 }
 
 k_start() { systemctl reset-failed kubelet.service 2>/dev/null; systemctl start kubelet.service; }
@@ -234,13 +239,13 @@ k_stop() { systemctl stop kubelet.service; systemctl reset-failed kubelet.servic
 # ---- once per guest ------------------------------------------------------------------------------
 
 kubelet_prepare() {
-	local gz=$src/vagrant/kubelet/$K_NAME.gz want_sum got
-	want_sum=$(awk -v n="$K_NAME" '$2 == n {print $1}' "$src/vagrant/kubelet/SHA256SUMS")
+	local gz=$src/vagrant/kubelet/$K_NAME.gz sums=$src/vagrant/kubelet/SHA256SUMS got blanked bid
 	[[ -f $gz ]] || { echo "no $gz: the lane runs vagrant/kubelet-fetch on the host"; return 1; }
 	gzip -dc "$gz" >"$K_BIN.new" && chmod 755 "$K_BIN.new" && mv "$K_BIN.new" "$K_BIN"
-	got=$(sha256sum "$K_BIN" | cut -d' ' -f1)
-	echo "kubelet sha256 $got (pinned $want_sum)"
-	[[ $got == "$want_sum" ]] || return 1
+	read -r got blanked bid < <(python3 "$src/vagrant/kubelet/binhash.py" "$K_BIN")
+	echo "kubelet sha256 $got, Go build ID $bid ($blanked with it blanked)"
+	# the pinned binary, or a rebuild of it in another directory (vagrant/kubelet-build)
+	grep -qE "^($got  $K_NAME|$blanked  $K_NAME.nobuildid)\$" "$sums" || { echo "not pinned in $sums"; return 1; }
 	"$K_BIN" --version | tee "$results/kubelet-version"
 	echo "$got" >"$results/kubelet-sha256"
 	# hugepages for the hugepages pod, before the kubelet and cgalloc read the capacity (and at
@@ -310,14 +315,15 @@ k_refuses() {
 	k_start
 	local i line=""
 	for i in $(seq 60); do
-		line=$(k_journal "$since" | grep -m1 'Failed to start ContainerManager')
+		k_journal "$since" >/dev/null
+		line=$(grep -m1 'Failed to start ContainerManager' "$work/k-journal")
 		[[ -n $line ]] && break
 		sleep 2
 	done
 	sleep 2
-	k_stop
 	echo "log: ${line:-(no ContainerManager failure within 120 s)}"
-	systemctl show kubelet.service -p ExecMainStatus -p NRestarts
+	systemctl show kubelet.service -p ExecMainStatus -p ExecMainCode -p NRestarts -p SubState
+	k_stop
 	echo "started at $since, refused after $(($(date +%s) - since)) s (or less)"
 	[[ -n $line ]]
 }
@@ -565,7 +571,8 @@ k_v2_systemd() {
 	for d in kubepods.slice kubepods.slice/kubepods-burstable.slice; do
 		echo "  /$d: $(for f in memory.max cpu.weight pids.max; do printf '%s=%s ' "$f" "$(cat "$cg/$d/$f" 2>/dev/null)"; done)"
 	done
-	k_journal "$(($(date +%s) - 600))" | grep -m3 -i 'cgroup v2\|current cgroup'
+	k_journal "$(($(date +%s) - 600))" >/dev/null
+	grep -m3 -i 'cgroup v2\|current cgroup' "$work/k-journal"
 	echo "--- cgalloc verify (exit status recorded, not judged):"
 	k_verify
 	echo "verify exit $?"
