@@ -294,8 +294,11 @@ def test_summary_comparison_and_its_tolerances():
     assert bad == 5  # name, namespace, containers, node.fs, imageFs
     assert "DIFFERS: node.fs present: kubelet True cgalloc False" in lines
     assert "DIFFERS: node.runtime.imageFs present: kubelet True cgalloc False" in lines
-    # a counter behind the kubelet's, or past what 2 CPUs can do
-    behind = _summary(50 << 20, 10**9 - 2 * 10**6, "2026-11-28T10:00:10Z", **full)
+    # a counter behind the kubelet's sample taken earlier, or past what 2 CPUs can do
+    behind = _summary(50 << 20, 10**9 - 5 * 10**9, "2026-11-28T10:00:10Z", **full)
     assert ksteps.compare_summary(kubelet, behind, cpus=2)[1] >= 1
+    # the kubelet's sample is the newer one (taken at the request): cgalloc's may be behind it
+    newer = _summary(50 << 20, 10**9 + 6 * 10**9, "2026-11-28T10:00:14Z", **full)
+    assert ksteps.compare_summary(newer, same, cpus=2)[1] == 0
     ahead = _summary(50 << 20, 10**9 + 25 * 10**9, "2026-11-28T10:00:10Z", **full)
     assert ksteps.compare_summary(kubelet, ahead, cpus=2)[1] >= 1

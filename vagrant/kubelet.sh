@@ -30,10 +30,10 @@ K_PAUSE=docker.io/local/pause:3.2
 K_KUBE_RESERVED='{cpu: 300m, memory: 384Mi, pid: "1000"}'
 K_SYSTEM_RESERVED='{cpu: 300m, memory: 512Mi}'
 K_POD_PIDS=1024
-K_HUGEPAGES=16 # 2 MiB pages: the hugepages pod takes 4 MiB of them
-# The cost step's window and interval (the kubelet's cAdvisor housekeeping interval is 10 s).
-K_COST_WINDOW=${CGALLOC_KUBELET_COST_WINDOW:-60}
-K_COST_ROUNDS=${CGALLOC_KUBELET_COST_ROUNDS:-5}
+K_HUGEPAGES=16 # 2 MiB pages: the Guaranteed pod takes 4 MiB of them
+# The cost step's window (at the kubelet's cAdvisor housekeeping interval, 10 s) and rounds.
+K_COST_WINDOW=${CGALLOC_KUBELET_COST_WINDOW:-30}
+K_COST_ROUNDS=${CGALLOC_KUBELET_COST_ROUNDS:-3}
 
 # kstep CONFIG ID TITLE CMD...: a kubelet step; recorded, never stops the run. Returns CMD's status.
 kstep() {
@@ -55,12 +55,14 @@ k_use() {
 	K_DAEMON_SLICE=system.slice
 	K_KUBEPODS=kubepods
 	K_MAIN=0
+	K_PODS=(guaranteed burstable) # what a configuration that does not measure runs
+	[[ $K_CFG == v2-systemd ]] && K_PODS=(burstable) # a record: one pod shows where it lands
 	if [[ $K_DRIVER == systemd ]]; then
 		K_KUBE=/kube.slice K_KUBEPODS=kubepods.slice
 	fi
 	# the node's own configuration: the boot unit (daemons in kube.slice with the systemd driver)
 	if [[ $K_CFG == v1-systemd || $K_CFG == v2-cgroupfs ]]; then
-		K_MAIN=1
+		K_MAIN=1 K_PODS=("${K_QUIET[@]}")
 		[[ $K_DRIVER == systemd ]] && K_DAEMON_SLICE=kube.slice
 	fi
 	# Node Allocatable inputs given as flags, the same to the kubelet and to cgalloc.
@@ -157,20 +159,20 @@ k_del() {
 	for p in "$@"; do rm -f "$K_MANIFESTS/$p.yaml"; done
 }
 
-# The pods: the quiet set (one per QoS class, the Burstable one with an init container, and one
-# with hugepages; every pod gets the config's podPidsLimit), then the enforcement pods.
-K_QUIET=(guaranteed burstable besteffort hugepages)
-K_CORE=(guaranteed burstable besteffort) # what the kubelet must run (hugepages: step 4 says)
+# The pods: the quiet set (one per QoS class: the Guaranteed one with hugepages, the Burstable
+# one with an init container; every pod gets the config's podPidsLimit), then the enforcement
+# pods (started together: under emulation every container start costs seconds).
+K_QUIET=(guaranteed burstable besteffort)
+K_ENFORCE=(oom spin fill-a fill-b)
 k_manifest() {
 	local half=$((K_KUBEPODS_MIB * 6 / 10))
 	case $1 in
-	guaranteed) k_pod guaranteed 1 '{limits: {cpu: 200m, memory: 64Mi}}' ;;
+	guaranteed) k_pod guaranteed 1 '{limits: {cpu: 200m, memory: 64Mi, hugepages-2Mi: 4Mi}}' ;;
 	burstable)
 		k_pod burstable 2 '{requests: {cpu: 100m, memory: 16Mi}, limits: {memory: 48Mi}}' '' \
 			'{requests: {cpu: 100m, memory: 32Mi}, limits: {memory: 96Mi}}'
 		;;
 	besteffort) k_pod besteffort 3 ;;
-	hugepages) k_pod hugepages 4 '{limits: {cpu: 100m, memory: 32Mi, hugepages-2Mi: 4Mi}}' ;;
 	oom) k_pod oom 5 '{limits: {cpu: 100m, memory: 32Mi}}' '["/bin/tool", "hog", "96"]' ;;
 	spin) k_pod spin 6 '{limits: {cpu: 100m, memory: 32Mi}}' '["sh", "-c", "while :; do :; done"]' ;;
 	fill-a) k_pod fill-a 7 '{}' "[\"/bin/tool\", \"hog\", \"$half\"]" ;;
@@ -216,15 +218,16 @@ k_journal() {
 }
 k_logged() { k_journal "$1" >/dev/null; grep -q -- "$2" "$work/k-journal"; }
 
-# The kubelet has started and stays up: active for 30 s after start without a restart, no
-# ContainerManager failure in its log.
+# The kubelet has started and stays up: active 30 s or more after its start without a restart,
+# no ContainerManager failure in its log.
 k_started() {
 	local since=$1 i
 	for i in $(seq 60); do
 		k_logged "$since" 'Started kubelet' && break
 		sleep 2
 	done
-	sleep 30
+	local left=$((since + 30 - $(date +%s)))
+	[[ $left -gt 0 ]] && sleep "$left"
 	systemctl show kubelet.service -p ActiveState -p SubState -p NRestarts -p MainPID
 	k_journal "$since" >/dev/null
 	grep -E 'Started kubelet|Failed to start ContainerManager|Failed to enforce' "$work/k-journal" | head -n 5
@@ -371,25 +374,27 @@ k_step1() {
 
 # 2: cgalloc setup with the kubelet's own inputs; the kubelet starts, enforces, runs its pods.
 k_step2() {
-	echo "\$ cgalloc setup ${K_CG_ARGS[*]}"
-	cgalloc setup "${K_CG_ARGS[@]}" >"$K_EVID/$K_CFG/setup.txt" 2>&1 || { cat "$K_EVID/$K_CFG/setup.txt"; return 1; }
-	tail -n 12 "$K_EVID/$K_CFG/setup.txt"
 	if [[ $K_MAIN == 1 ]]; then
 		# the node's own configuration: the boot unit runs this setup at every boot, before the
-		# kubelet and containerd (with the systemd driver they go in the kube-reserved slice)
+		# kubelet and containerd (with the systemd driver they go in the kube-reserved slice).
+		# Installed first: its daemon-reload would undo what setup writes on cgroupfs (step 9).
 		local daemons=()
 		[[ $K_DRIVER == systemd ]] && daemons=(--daemons kubelet,containerd)
 		rm -f /etc/cgalloc/setup.conf # an earlier run's (install-unit keeps an existing one)
 		cgalloc install-unit "${daemons[@]}" -- "${K_CG_ARGS[@]}" || return 1
 		systemctl daemon-reload
-		systemctl restart containerd.service || return 1
 	fi
-	k_add "${K_QUIET[@]}"
+	echo "\$ cgalloc setup ${K_CG_ARGS[*]}"
+	cgalloc setup "${K_CG_ARGS[@]}" >"$K_EVID/$K_CFG/setup.txt" 2>&1 || { cat "$K_EVID/$K_CFG/setup.txt"; return 1; }
+	tail -n 12 "$K_EVID/$K_CFG/setup.txt"
+	# containerd into its slice (install-unit's drop-in), under the tree setup made
+	[[ $K_MAIN == 1 ]] && { systemctl restart containerd.service || return 1; }
+	k_add "${K_PODS[@]}"
 	local since
 	since=$(date +%s)
 	k_start
+	"${K_PY[@]}" pods "${K_PODS[@]/#/--want=}" --timeout 420 || return 1
 	k_started "$since" || return 1
-	"${K_PY[@]}" pods "${K_CORE[@]/#/--want=}" --timeout 300 || return 1
 	echo "kubepods memory limit the kubelet enforces: $(k_read memory "$K_KUBEPODS" "$(k_memfile)")"
 	local pid
 	pid=$(systemctl show -p MainPID --value kubelet.service)
@@ -416,30 +421,35 @@ k_step5() {
 	"${K_PY[@]}" summary-vs-stats "$K_EVID/$K_CFG/summary" -- cgalloc stats "${K_CG_ARGS[@]}" -o json
 }
 
-# The kernel's memcg OOM kills since EPOCH: "oom_memcg=<whose limit> task_memcg=<victim's>".
+# The kernel's memcg OOM kills since the enforcement pods started (dmesg past the line count
+# then): "oom_memcg=<whose limit>,task_memcg=<the victim's>".
 k_oom_log() {
-	journalctl -k --since "@$1" -o cat --no-pager 2>/dev/null | grep -o 'oom-kill:constraint=CONSTRAINT_MEMCG.*' |
+	dmesg | tail -n +$((K_DMESG_LINES + 1)) | grep -o 'oom-kill:constraint=CONSTRAINT_MEMCG.*' |
 		grep -o 'oom_memcg=[^,]*,task_memcg=[^,]*,task=[^,]*'
+}
+
+# 6: the enforcement pods, all at once (each check below waits for its own evidence).
+k_enforce_start() {
+	K_DMESG_LINES=$(dmesg | wc -l)
+	[[ $(hierarchy) == v1 ]] && echo 0 >"$(ctl memory "$K_KUBEPODS")/memory.max_usage_in_bytes"
+	k_add "${K_ENFORCE[@]}"
 }
 
 # 6a: a pod allocating past its limit is OOM-killed in its pod cgroup.
 k_step6_oom() {
-	local uid cgroup since i line=""
+	local uid cgroup i line=""
 	uid=$K_UID_PREFIX-0000-4000-8000-000000000005
-	since=$(date +%s)
-	k_add oom
-	for i in $(seq 90); do
+	for i in $(seq 140); do # up to 7 min: container starts are slow under emulation
 		[[ -z ${cgroup:-} ]] && cgroup=$(k_pod_cgroup "$uid")
-		line=$(k_oom_log "$since" | grep -F "${uid//-/_}" ; k_oom_log "$since" | grep -F "$uid")
+		line=$(k_oom_log | grep -F -e "${uid//-/_}" -e "$uid")
 		[[ -n $line && -n $cgroup ]] && break
 		sleep 2
 	done
 	echo "pod cgroup: ${cgroup:-(none)}, memory limit $(k_read memory "${cgroup:-none}" "$(k_memfile)")"
-	echo "kernel: ${line:-(no memcg OOM kill of this pod within 180 s)}"
+	echo "kernel: ${line:-(no memcg OOM kill of this pod within 7 min)}"
 	[[ $(hierarchy) == v2 && -n $cgroup ]] && echo "pod cgroup memory.events: $(tr '\n' ' ' <"$cg/$cgroup/memory.events")"
 	sleep 4
 	"${K_PY[@]}" pods --timeout 1 2>&1 | grep '^oom'
-	k_del oom
 	# the victim's cgroup is inside the pod cgroup
 	[[ -n $line && -n $cgroup && $line == *"task_memcg=/${cgroup}/"* ]]
 }
@@ -465,10 +475,9 @@ k_cpu_stat() {
 k_step6_cpu() {
 	local uid cgroup i
 	uid=$K_UID_PREFIX-0000-4000-8000-000000000006
-	k_add spin
-	"${K_PY[@]}" pods --want spin --timeout 240 >/dev/null
+	"${K_PY[@]}" pods --want spin --timeout 300 >/dev/null
 	cgroup=$(k_pod_cgroup "$uid")
-	[[ -n $cgroup ]] || { echo "no pod cgroup for spin"; k_del spin; return 1; }
+	[[ -n $cgroup ]] || { echo "no pod cgroup for spin"; return 1; }
 	sleep 5
 	local u0 t0 u1 t1 w0 w1
 	read -r u0 t0 <<<"$(k_cpu_stat "$cgroup")"
@@ -476,7 +485,6 @@ k_step6_cpu() {
 	sleep 20
 	read -r u1 t1 <<<"$(k_cpu_stat "$cgroup")"
 	w1=$(date +%s%N)
-	k_del spin
 	local quota
 	if [[ $(hierarchy) == v2 ]]; then quota=$(cat "$cg/$cgroup/cpu.max"); else
 		quota="$(cat "$cg/cpu,cpuacct/$cgroup/cpu.cfs_quota_us") $(cat "$cg/cpu,cpuacct/$cgroup/cpu.cfs_period_us")"
@@ -499,24 +507,20 @@ EOF
 # 6c: pods together cannot pass kubepods' limit (capacity - reservations): two BestEffort pods
 # of 60 % of it each; the kernel OOM-kills inside kubepods and its usage never passes the limit.
 k_step6_fill() {
-	local limit peak_file since i line=""
+	local limit peak_file i line=""
 	limit=$(k_read memory "$K_KUBEPODS" "$(k_memfile)")
 	if [[ $(hierarchy) == v2 ]]; then peak_file=memory.peak; else peak_file=memory.max_usage_in_bytes; fi
-	[[ $(hierarchy) == v1 ]] && echo 0 >"$(ctl memory "$K_KUBEPODS")/memory.max_usage_in_bytes"
 	echo "kubepods memory limit $limit; each fill pod allocates $((K_KUBEPODS_MIB * 6 / 10)) MiB"
-	since=$(date +%s)
-	k_add fill-a fill-b
-	for i in $(seq 120); do
-		line=$(k_oom_log "$since" | grep -F "oom_memcg=/$K_KUBEPODS,")
+	for i in $(seq 140); do
+		line=$(k_oom_log | grep -F "oom_memcg=/$K_KUBEPODS,")
 		[[ -n $line ]] && break
 		sleep 2
 	done
 	local peak
 	peak=$(k_read memory "$K_KUBEPODS" "$peak_file")
-	echo "kernel: ${line:-(no OOM kill at the kubepods limit within 240 s)}"
+	echo "kernel: ${line:-(no OOM kill at the kubepods limit within 7 min)}"
 	echo "kubepods $peak_file: $peak (limit $limit)"
 	"${K_PY[@]}" pods --timeout 1 2>&1 | grep '^fill'
-	k_del fill-a fill-b
 	[[ -n $line && $peak != "(absent)" && $peak -le $limit ]]
 }
 
@@ -590,13 +594,15 @@ k_step10() {
 # 8: with the kubelet and containerd stopped, teardown leaves the node as before setup; what
 # the kubelet made itself is left to it and must be named in teardown's report.
 k_step8() {
-	k_del "${K_QUIET[@]}"
-	"${K_PY[@]}" pods --gone guaranteed --gone burstable --gone besteffort --gone hugepages --timeout 180 >/dev/null
+	k_del "${K_PODS[@]}"
+	"${K_PY[@]}" pods "${K_PODS[@]/#/--gone=}" --timeout 180 >/dev/null
 	local i
+	echo "[$(date +%T)] pods gone from the kubelet"
 	for i in $(seq 45); do # the kubelet removes a stopped pod's cgroup in its housekeeping
-		[[ -z $(find "$(ctl memory "$K_KUBEPODS")" -mindepth 1 -type d -name '*pod*' 2>/dev/null) ]] && break
+		[[ -z $(find "$(ctl memory "$K_KUBEPODS")" -mindepth 1 -type d \( -name 'pod*' -o -name '*-pod*.slice' \) 2>/dev/null) ]] && break
 		sleep 2
 	done
+	echo "[$(date +%T)] pod cgroups gone"
 	k_stop
 	systemctl stop containerd.service
 	local shims
@@ -620,7 +626,10 @@ k_step8() {
 		case $line in
 		"new cgroup: "*)
 			d=${line#new cgroup: }
-			if grep -qF "$d" "$K_EVID/$K_CFG/teardown.txt"; then
+			# the path as a word of teardown's report (alone, or with a controller prefix)
+			if python3 -c 'import re, sys
+sys.exit(not re.search(r"(^|[\s/])" + re.escape(sys.argv[1]) + r"(:|,|\s|$)", open(sys.argv[2]).read(), re.M))' \
+				"$d" "$K_EVID/$K_CFG/teardown.txt"; then
 				echo "kubelet's own, named by teardown: $d"
 			else
 				echo "NOT named by teardown: $d"
@@ -676,13 +685,14 @@ kubelet_config() {
 	fi
 	if [[ $K_MAIN == 1 ]]; then
 		kstep "$c" 5 "/stats/summary = cgalloc stats -o json, same moment (tolerance)" k_step5
+		k_enforce_start
 		kstep "$c" 6a "a pod past its memory limit is OOM-killed in its pod cgroup" k_step6_oom
 		kstep "$c" 6b "a CPU-bound pod is throttled at its quota" k_step6_cpu
 		kstep "$c" 6c "pods together cannot pass kubepods' memory limit" k_step6_fill
-		"${K_PY[@]}" pods --gone oom --gone spin --gone fill-a --gone fill-b --timeout 120 >/dev/null
+		k_del "${K_ENFORCE[@]}"
+		"${K_PY[@]}" pods "${K_ENFORCE[@]/#/--gone=}" --timeout 180 >/dev/null
 		kstep "$c" 9 "daemon-reload and a new pod slice leave the enforcement as set" k_step9
 		kstep "$c" 10 "cost: the kubelet's CPU beside cgalloc stats (no verdict)" k_step10
-		kstep "$c" 7pre "verify before the reboot" k_verify
 	else
 		kstep "$c" 8 "clean exit: teardown leaves the node as before setup" k_step8
 		kstep "$c" reset "the lane removes the kubelet's leftovers for the next configuration" k_reset
@@ -692,7 +702,8 @@ kubelet_config() {
 # 7 after `vagrant reload`: the boot unit ran before the kubelet, which starts without error;
 # its static pods run again; verify exits 0. Then 8 on the node's own configuration.
 kubelet_after_reboot() {
-	mapfile -t K_VERSION_FLAG <"$results/kubelet-cgalloc-flags"
+	K_VERSION_FLAG=()
+	[[ -s $results/kubelet-cgalloc-flags ]] && mapfile -t K_VERSION_FLAG <"$results/kubelet-cgalloc-flags"
 	k_use "$(cat "$results/kubelet-main")"
 	local c=$K_CFG
 	if [[ -e $results/kubelet-main-failed ]]; then
@@ -701,7 +712,7 @@ kubelet_after_reboot() {
 	fi
 	kstep "$c" 7a "the boot unit finished before the kubelet and containerd started" k_boot_order
 	kstep "$c" 7b "the kubelet started without error after the boot" k_started "$(k_boot_epoch)"
-	kstep "$c" 7c "its static pods run again" "${K_PY[@]}" pods "${K_CORE[@]/#/--want=}" --timeout 300
+	kstep "$c" 7c "its static pods run again" "${K_PY[@]}" pods "${K_PODS[@]/#/--want=}" --timeout 420
 	kstep "$c" 7d "cgalloc verify exits 0" k_verify
 	kstep "$c" 8 "clean exit: teardown leaves the node as before setup" k_step8
 }
@@ -734,7 +745,7 @@ kubelet_checks() {
 	local configs=(v1-cgroupfs v1-systemd)
 	[[ $(hierarchy) == v2 ]] && configs=(v2-systemd v2-cgroupfs)
 	echo "${configs[1]}" >"$results/kubelet-main"
-	printf '%s\n' "${K_VERSION_FLAG[@]}" >"$results/kubelet-cgalloc-flags"
+	printf '%s\n' "${K_VERSION_FLAG[@]}" | grep -v '^$' >"$results/kubelet-cgalloc-flags"
 	local c
 	for c in "${configs[@]}"; do
 		kubelet_config "$c"
