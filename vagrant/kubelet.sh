@@ -387,8 +387,12 @@ k_step2() {
 	echo "\$ cgalloc setup ${K_CG_ARGS[*]}"
 	cgalloc setup "${K_CG_ARGS[@]}" >"$K_EVID/$K_CFG/setup.txt" 2>&1 || { cat "$K_EVID/$K_CFG/setup.txt"; return 1; }
 	tail -n 12 "$K_EVID/$K_CFG/setup.txt"
-	# containerd into its slice (install-unit's drop-in), under the tree setup made
-	[[ $K_MAIN == 1 ]] && { systemctl restart containerd.service || return 1; }
+	# containerd into its slice (install-unit's drop-in), under the tree setup made; both
+	# daemons start at boot (after the boot unit: step 7)
+	if [[ $K_MAIN == 1 ]]; then
+		systemctl enable kubelet.service containerd.service || return 1
+		systemctl restart containerd.service || return 1
+	fi
 	k_add "${K_PODS[@]}"
 	local since
 	since=$(date +%s)
