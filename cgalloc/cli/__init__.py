@@ -14,7 +14,7 @@ import sys
 import threading
 from typing import NoReturn
 
-from cgalloc.errors import CgallocError, Interrupted
+from cgalloc.errors import SIGNALS, CgallocError, Interrupted
 from cgalloc.host.machine import Host
 
 # Command name -> (module in cgalloc.cli, what --help lists for it), in --help order. The listing
@@ -103,7 +103,7 @@ class OutputLost(CgallocError):
 def main(argv: list[str] | None = None, host: Host | None = None) -> None:
     """Entry point: run the app on ``host`` (this machine by default), turning cgalloc errors
     into one message and an exit status."""
-    previous = _sigint_as_error()
+    previous = _signals_as_errors()
     try:
         try:
             _invoke(argv, host or Host())
@@ -117,14 +117,14 @@ def main(argv: list[str] | None = None, host: Host | None = None) -> None:
                 except StdoutError as failed:
                     raise _output_lost(failed) from None
             raise
-    except CgallocError as exc:
+    except (CgallocError, Interrupted) as exc:
         from cgalloc.cli.render import printable  # only on an error: --help loads no more
 
         _say(printable(str(exc)).split("\n"))
         sys.exit(exc.exit_code)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        for signo, handler in previous.items():
+            signal.signal(signo, handler)
 
 
 def _invoke(argv: list[str] | None, host: Host) -> NoReturn:
@@ -170,20 +170,30 @@ def _output_lost(exc: StdoutError) -> OutputLost:
     )
 
 
-def _on_sigint(signo: int, _frame: object) -> None:
-    # Ctrl-C outside setup's changes (planning, a lock wait, a report, a read), where nothing
-    # is half-done: one sentence and 130 as a shell reports SIGINT, not click's "Aborted!" and 1
-    raise Interrupted(signo, "interrupted by SIGINT; nothing was left half-done.")
+# What each is by default, before main() takes it over (Python's own for SIGINT).
+_DEFAULTS = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL,
+             signal.SIGHUP: signal.SIG_DFL}  # fmt: skip
 
 
-def _sigint_as_error():
-    """Install :func:`_on_sigint` over Python's default SIGINT handler (only that one: a
-    program calling main() keeps its own); the handler to put back, or None."""
+def _on_signal(signo: int, _frame: object) -> None:
+    # A signal outside the changes (setup and teardown guard those themselves: they undo or
+    # record what they made), where nothing is half-done: one sentence and 128 + signo, as a
+    # shell reports a process the signal ended, not click's "Aborted!" and 1
+    name = signal.Signals(signo).name
+    raise Interrupted(signo, f"interrupted by {name}; nothing was left half-done.")
+
+
+def _signals_as_errors() -> dict[int, object]:
+    """Install :func:`_on_signal` for SIGINT, SIGTERM and SIGHUP where each still has its
+    default handler (a program calling main() keeps its own; an ignored one stays ignored);
+    the handlers to put back."""
     if threading.current_thread() is not threading.main_thread():
-        return None
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        return None
-    return signal.signal(signal.SIGINT, _on_sigint)
+        return {}
+    previous = {}
+    for signo in SIGNALS:
+        if signal.getsignal(signo) is _DEFAULTS[signo]:
+            previous[signo] = signal.signal(signo, _on_signal)
+    return previous
 
 
 def _say(lines: list[str]) -> None:

@@ -323,7 +323,8 @@ def _version(
         older = "older" if (major, minor) < known[0] else "newer"
         warnings.append(
             f"the node's kubelet is {printed}, {older} than the minors cgalloc matches"
-            f" ({', '.join(versions.SUPPORTED_VERSIONS)}): planning as {chosen}, the nearest;"
+            f" ({versions.SUPPORTED_VERSIONS[0]} to {versions.SUPPORTED_VERSIONS[-1]}):"
+            f" planning as {chosen}, the nearest;"
             " what changed between the two is not modelled (give --kubelet-version to"
             " choose another)."
         )

@@ -319,8 +319,8 @@ def test_systemd_says_which_files_it_loaded(node, capsys):
 @pytest.mark.parametrize(
     ("answer", "matched", "warning"),
     [
-        ("Kubernetes v1.31.4\n", "1.35", "the node's kubelet is v1.31.4, older than the minors"
-         " cgalloc matches (1.35, 1.36, 1.37): planning as 1.35, the nearest"),
+        ("Kubernetes v1.19.4\n", "1.20", "the node's kubelet is v1.19.4, older than the minors"
+         " cgalloc matches (1.20 to 1.37): planning as 1.20, the nearest"),
         ("Kubernetes v1.40.0-alpha.1\n", "1.37", "the node's kubelet is v1.40.0-alpha.1, newer"),
         ("garbage\n", "1.37", "could not read the kubelet's version (no version in its answer):"
          " matching 1.37, cgalloc's default; give --kubelet-version to choose."),
