@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import typer
+
 from cgalloc.cli.inputs import NodeInputs
 from cgalloc.cli.options import CGROUPFS
 from cgalloc.cli.record import HISTORY
 from cgalloc.cli.render import OUTPUT, OutputFormat, dumps, echo, printable, warn
 
 if TYPE_CHECKING:
-    import typer
+    from cgalloc.host.machine import Host
 
 HELP = """Check this node for what makes the kubelet refuse to start or restart every pod:
 cgroup v1 under a kubelet whose failCgroupV1 is true (the default from 1.35); the kubelet's
@@ -40,8 +42,8 @@ def register(app: typer.Typer) -> None:
     @app.command("doctor", help=HELP, cls=NodeInputsCommand)
     @node_inputs
     @options(OPTIONS)
-    def doctor_command(inputs: NodeInputs, values: dict) -> None:
-        run_doctor(inputs, **values)
+    def doctor_command(ctx: typer.Context, inputs: NodeInputs, values: dict) -> None:
+        run_doctor(ctx.obj, inputs, **values)
 
 
 def table(doc: dict) -> str:
@@ -64,16 +66,12 @@ def table(doc: dict) -> str:
 
 
 def run_doctor(
-    inputs: NodeInputs, cgroupfs: str, history_path: str, output: OutputFormat
+    host: Host, inputs: NodeInputs, cgroupfs: str, history_path: str, output: OutputFormat
 ) -> None:
-    import typer
-
-    from cgalloc.host.machine import Host
     from cgalloc.model import preflight
     from cgalloc.ops.doctor import Subject, doctor
 
     cfg = inputs.load_config()
-    host = inputs.host or Host()
     subject = Subject(
         cfg=cfg,
         config=inputs.config,

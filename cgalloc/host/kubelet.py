@@ -15,6 +15,8 @@ import stat
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from cgalloc.host.machine import Host
 
 FILE_LIMIT = 4 << 20  # a unit, environment or runtime config file is a few KiB
@@ -133,10 +135,12 @@ def unit_files_on_disk(files: NodeFiles, unit: str) -> UnitFiles:
     return UnitFiles(fragment, dropins, masked)
 
 
-def systemctl_show(host: Host, unit: str) -> str | None:
+def systemctl_show(
+    host: Host, unit: str, properties: Sequence[str] = SYSTEMCTL_PROPERTIES
+) -> str | None:
     """``systemctl show UNIT -p ...``'s output, None where systemctl does not answer."""
     argv = ["systemctl", "show", unit]
-    for prop in SYSTEMCTL_PROPERTIES:
+    for prop in properties:
         argv += ["-p", prop]
     return host.run_command(argv)
 

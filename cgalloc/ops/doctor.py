@@ -26,7 +26,7 @@ import os
 from typing import TYPE_CHECKING, NamedTuple
 
 from cgalloc.errors import CgallocError
-from cgalloc.host.kubelet import UNIT_PATH, NodeFiles, unit_files_on_disk
+from cgalloc.host.kubelet import UNIT_PATH, NodeFiles, systemctl_show, unit_files_on_disk
 from cgalloc.inputs import kubeletunit as ku
 from cgalloc.inputs import preflight as text
 from cgalloc.inputs import runtime as parse
@@ -80,11 +80,14 @@ def doctor(host: Host, s: Subject) -> list[Check]:
         why = ""
     except CgallocError as err:
         hierarchy, why = None, str(err)
+    runtime = kubelet_match.runtime_driver(
+        host, config=s.config, config_dir=s.config_dir, endpoint=s.endpoint
+    )
     checks = [
         _cgroup_v1(s, hierarchy, why),
-        *_drivers(host, s),
+        *_drivers(host, s, runtime),
         _reserved(s, hierarchy, why),
-        _boot_unit(host, files, s),
+        _boot_unit(host, files, s, runtime.kind),
         _swap(files, s, hierarchy),
         _psi(files),
         _versions(host, files, s, hierarchy),
@@ -106,7 +109,7 @@ def _minor(s: Subject) -> tuple[tuple[int, int], str]:
     given = (
         "--kubelet-version"
         if s.version_given
-        else "cgalloc's default minor; no kubelet version was read (give --match-kubelet)"
+        else "cgalloc's default minor; no kubelet version was read: give --match-kubelet"
     )
     return minor_tuple(s.cfg.kubelet_version), given
 
@@ -147,16 +150,13 @@ def _cgroup_v1(s: Subject, hierarchy: Hierarchy | None, why: str) -> Check:
     )
 
 
-def _drivers(host: Host, s: Subject) -> list[Check]:
+def _drivers(host: Host, s: Subject, found: kubelet_match.RuntimeFinding) -> list[Check]:
     """The runtime-driver and systemd-driver checks (the sentences are setup's own)."""
     cfg = s.cfg
     source = kubelet_match.kubelet_driver_source(
         cfg, config=s.config, config_dir=s.config_dir, driver_flag=s.driver_flag
     )
     kubelet = Evidence(source, f"cgroupDriver: {cfg.cgroup_driver}")
-    found = kubelet_match.runtime_driver(
-        host, config=s.config, config_dir=s.config_dir, endpoint=s.endpoint
-    )
     where = Evidence("containerRuntimeEndpoint", found.endpoint)
     if found.kind is None:
         runtime = Check(
@@ -268,10 +268,7 @@ def _reserved(s: Subject, hierarchy: Hierarchy | None, why: str) -> Check:
 def _unit(host: Host, files: NodeFiles, unit: str) -> dict | None:
     """What systemctl says of ``unit`` (properties), or, where it does not answer, what its
     files on the search path say; None when the unit does not exist."""
-    argv = ["systemctl", "show", unit]
-    for prop in UNIT_PROPERTIES:
-        argv += ["-p", prop]
-    shown = host.run_command(argv)
+    shown = systemctl_show(host, unit, UNIT_PROPERTIES)
     props = ku.parse_systemctl_show(shown) if shown else {}
     if props.get("LoadState"):
         if props["LoadState"] != "loaded":
@@ -310,11 +307,8 @@ def _unit(host: Host, files: NodeFiles, unit: str) -> dict | None:
     }
 
 
-def _boot_unit(host: Host, files: NodeFiles, s: Subject) -> Check:
+def _boot_unit(host: Host, files: NodeFiles, s: Subject, kind: str | None) -> Check:
     setup = _unit(host, files, SETUP_UNIT)
-    kind = kubelet_match.runtime_driver(
-        host, config=s.config, config_dir=s.config_dir, endpoint=s.endpoint
-    ).kind
     daemons = ["kubelet.service"] + ([RUNTIME_UNITS[kind]] if kind in RUNTIME_UNITS else [])
     needed = any(s.cfg.enforces(r) for r in naming.RESERVED_ROLES)
     if setup is None:
