@@ -8,7 +8,9 @@ Ansible role against the VM itself, ``ansible-playbook -c local``, four times:
 4. ``--check`` with other setup arguments: the plan is shown (changes reported), and neither
    setup.conf nor the tree changes.
 
-Prints one line ``ROLE-RESULT <json>`` with what each run reported and what the node holds.
+As it goes, prints each task's line (``ROLE <run> +<seconds>s ...``) and each run's end
+(``ROLE-RUN``); last, one line ``ROLE-RESULT <json>`` with what each run reported and what the
+node holds.
 Usage: python role_in_vm.py WHEELHOUSE
 """
 
@@ -20,6 +22,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -34,6 +37,7 @@ kubeReservedCgroup: /kube.slice
 enforceNodeAllocatable: [pods, kube-reserved]
 evictionHard: {memory.available: 1Mi}
 """
+PROGRESS = ("TASK [", "ok:", "changed:", "skipping:", "fatal:", "PLAY RECAP")
 RECAP = re.compile(r"^localhost\s*:\s*(.*)$", re.M)
 
 
@@ -57,15 +61,32 @@ def playbook(wheelhouse: str, config: str, *extra: str, reserved: str = "150Mi")
     }
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-c", "local"]
     argv += ["-i", "localhost,", str(SITE), "-e", json.dumps(variables), *extra]
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=3000)
-    recap = RECAP.findall(done.stdout)
+    started = time.monotonic()
+    name = " ".join(extra) or "apply"
+    lines = []
+    # each task and its outcome on the console as it comes, with the seconds since the run
+    # began, so a run the VM's timeout cuts short shows where it was
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith(PROGRESS):
+                elapsed = time.monotonic() - started
+                print(f"ROLE {name} +{elapsed:.0f}s {line.rstrip()[:160]}", flush=True)
+    out = "".join(lines)
+    seconds = round(time.monotonic() - started)
+    recap = RECAP.findall(out)
     counts = dict(kv.split("=") for kv in recap[-1].split()) if recap else {}
+    print(f"ROLE-RUN {name}: rc {proc.returncode}, {seconds} s", flush=True)
     return {
-        "rc": done.returncode,
+        "seconds": seconds,
+        "rc": proc.returncode,
         "recap": {k: int(v) for k, v in counts.items()},
-        "changedTasks": _changed_tasks(done.stdout),
-        "tail": done.stdout[-3000:] + done.stderr[-2000:],
-        "planShown": "dry run:" in done.stdout and "changes planned" in done.stdout,
+        "changedTasks": _changed_tasks(out),
+        "tail": out[-5000:],
+        "planShown": "dry run:" in out and "changes planned" in out,
     }
 
 

@@ -1,8 +1,9 @@
 """The Ansible role (deploy/ansible/roles/cgalloc): its syntax and variables on the host, and
 the role run with ansible-core against a v2-systemd qemu VM itself (``-c local``): the first
 run changes the node, the second reports no change, ``--check`` changes nothing and shows the
-plan. The VM has no registry: cgalloc and its dependencies come as a wheelhouse built here,
-which the role installs with ``--no-index`` (its ``cgalloc_wheelhouse`` path for such nodes).
+plan. The VM run is opt-in (``CGALLOC_ROLE_VM=1``): it does not fit CI's time budget. The VM
+has no registry: cgalloc and its dependencies come as a wheelhouse built here, which the role
+installs with ``--no-index`` (its ``cgalloc_wheelhouse`` path for such nodes).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,13 @@ SITE = ROOT / "deploy/ansible/site.yml"
 PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
 needs_ansible = pytest.mark.skipif(
     not PLAYBOOK.exists(), reason="ansible-core is not installed (the test extra has it)"
+)
+# The role in a VM is an opt-in lane: four ansible-playbook runs under TCG take longer than
+# CI's budget leaves beside the Vagrant lane (docs/fleet.md has the measured time).
+OPT_IN = "CGALLOC_ROLE_VM"
+role_lane = pytest.mark.skipif(
+    os.environ.get(OPT_IN) != "1",
+    reason=f"the role's qemu lane is opt-in (beyond CI's time budget): set {OPT_IN}=1",
 )
 
 
@@ -71,6 +80,7 @@ def _in_ci() -> bool:
 
 @pytest.mark.vm
 @needs_ansible
+@role_lane
 def test_the_role_in_a_v2_systemd_vm_is_idempotent_and_check_mode_changes_nothing():
     from vm.prereqs import MissingPrerequisite, find_prereqs
 
@@ -82,14 +92,18 @@ def test_the_role_in_a_v2_systemd_vm_is_idempotent_and_check_mode_changes_nothin
         pytest.skip(f"VM lanes need: {missing}")
     house = _wheelhouse()
     script = ROOT / "tests/deploy/role_in_vm.py"
+    limit = int(os.environ.get("CGALLOC_VM_TIMEOUT") or 3000)
+    started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "tests.vm.run", "--lane", "v2-systemd", "--timeout", "3000",
+        [sys.executable, "-m", "tests.vm.run", "--lane", "v2-systemd", "--timeout", str(limit),
          "--", sys.executable, str(script), str(house)],
-        capture_output=True, text=True, timeout=3300, cwd=ROOT,
+        capture_output=True, text=True, timeout=limit + 300, cwd=ROOT,
     )  # fmt: skip
+    print(f"the role's VM run took {time.monotonic() - started:.0f} s")
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("ROLE-RESULT ")), None)
     assert line is not None, f"rc {done.returncode}\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}"
     result = json.loads(line[len("ROLE-RESULT ") :])
+    print("the role's runs took (s):", [run.get("seconds") for run in result["runs"]])
     first, second, check, plan = result["runs"]
     for run in result["runs"]:
         assert run["rc"] == 0, run["tail"]
