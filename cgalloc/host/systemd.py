@@ -101,10 +101,11 @@ def _uint(value: int) -> int:
     return UINT64_MAX if value < 0 else value
 
 
-def unit_properties(files: dict[str, str], v2: bool) -> list[Property]:
+def unit_properties(files: dict[str, str], v2: bool, cpuset: bool = True) -> list[Property]:
     """The unit properties for one cgroup's limit files ({file: value} as cgalloc writes them).
 
-    Files systemd has no property for (hugetlb, memory+swap, v1 cpuset) are left to cgroupfs.
+    Files systemd has no property for (hugetlb, memory+swap, v1 cpuset) are left to cgroupfs;
+    so is v2's cpuset without ``cpuset`` (see ``SystemdUnits``).
     """
     props: list[Property] = []
 
@@ -124,7 +125,7 @@ def unit_properties(files: dict[str, str], v2: bool) -> list[Property]:
             if period:
                 props.append(("CPUQuotaPeriodUSec", ("t", period)))
         for name, file in (("AllowedCPUs", "cpuset.cpus"), ("AllowedMemoryNodes", "cpuset.mems")):
-            if file in files:
+            if cpuset and file in files:
                 props.append((name, ("ay", cpuset_bitmask(files[file]))))
     else:
         if "memory.limit_in_bytes" in files:

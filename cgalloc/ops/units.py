@@ -134,7 +134,11 @@ class SystemdUnits:
         return cls(client, state_dir, v2, files, roles, start_slices)
 
     def properties(self, path: str) -> list[Property]:
-        return unit_properties(self.files.get(path, {}), self.v2)
+        # Under the cgroupfs driver the cpuset stays cgroupfs's alone: systemd never rewrites
+        # cpuset files of a unit without AllowedCPUs, and setting it would make systemd count
+        # cpuset as enabled at the root after teardown disabled it there, so the next slice
+        # it starts would get no cpuset files (seen on the Vagrant v2 guest).
+        return unit_properties(self.files.get(path, {}), self.v2, cpuset=self.start_slices)
 
     def create(self, mount: str, path: str) -> bool:
         """Before the plan's mkdir of ``path``: start it as a transient slice. True when the
