@@ -104,7 +104,7 @@ def _uint(value: int) -> int:
 def unit_properties(files: dict[str, str], v2: bool) -> list[Property]:
     """The unit properties for one cgroup's limit files ({file: value} as cgalloc writes them).
 
-    Files systemd has no property for (hugetlb, memory+swap, v1 cpuset) are left to cgroupfs.
+    Files systemd has no property for (hugetlb, v1 memory+swap, v1 cpuset) are left to cgroupfs.
     """
     props: list[Property] = []
 
@@ -116,6 +116,7 @@ def unit_properties(files: dict[str, str], v2: bool) -> list[Property]:
         num("MemoryMax", "memory.max")
         num("MemoryMin", "memory.min")  # MemoryQoS (runc maps unified memory.min/low the same)
         num("MemoryLow", "memory.low")
+        num("MemorySwapMax", "memory.swap.max")  # --reserved-swap none
         num("CPUWeight", "cpu.weight")
         if "cpu.max" in files:
             quota, period = parse_limit_value("cpu.max", files["cpu.max"])
