@@ -854,7 +854,7 @@ def undo_actions(stale, version: str, root: str, units=None) -> list[Action]:
     first: dict[tuple[str, str], int] = {}
     for i, a in enumerate(out):
         first.setdefault((a.mount, a.path), i)
-    out.sort(key=lambda a: (first[(a.mount, a.path)], _memsw_rank(a)))
+    out.sort(key=lambda a: (first[(a.mount, a.path)], memsw_rank(a)))
     started = list(units.started) if units is not None else []
     for name, props in sorted(units.changed.items()) if units is not None else ():
         out.append(Action("unit", root, "", ", ".join(sorted(props)), note=name))
@@ -874,7 +874,7 @@ def undo_actions(stale, version: str, root: str, units=None) -> list[Action]:
     return out + removals
 
 
-def _memsw_rank(a: Action) -> int:
+def memsw_rank(a: Action) -> int:
     """Where a restore goes among its cgroup's: v1's memory+swap limit, which the kernel keeps
     at or above the memory limit, is raised before that limit and lowered after it."""
     if a.file != MEMSW_FILE or a.old is None:

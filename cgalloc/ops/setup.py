@@ -140,8 +140,9 @@ class TreeOptions:
             protection=self.protection,
         )
         p.warnings[:0] = resize_warnings(pods)  # in -o json's warnings too
-        if self.protection.memory in ("protect", "protect-low"):
+        if host.is_this_node and self.protection.memory in ("protect", "protect-low"):
             # uncapped daemons: the OOM killer's ranking, not their cap, decides who goes
+            # (model/oomscore.py); read from this node's /proc, never written
             reserved = {"/" + d.path for d in desired if d.role in naming.RESERVED_ROLES}
             key = "" if hierarchy.version == "v2" else "memory"
             note = outranking_note(procs.in_cgroups(reserved, key))

@@ -120,7 +120,7 @@ def test_daemon_past_its_reservation_is_killed_by_the_cap_not_when_protected(tmp
             assert read(slice_ / "memory.min") == str(150 * MI)
         # a daemon spiking to 200Mi, 50Mi past its reservation, while a pod hogs memory
         with started("system.slice", daemon(200)) as proc:
-            pig = run_in(pod, hog(400))
+            pig = run_in(pod, hog(400), timeout=600)
             status, said = release(proc)
         assert pig.returncode == -9, pig.stdout + pig.stderr  # stopped at kubepods' 300Mi
         assert events("kubepods")["oom_kill"] >= 1
@@ -224,8 +224,13 @@ def test_node_oom_kills_the_guaranteed_pod_first_at_the_daemon_score(tmp_path, a
     res = {"cpu": "2", "memory": "900Mi"}
     pod = manifest("gua", {"requests": res, "limits": res})
     extra = ["--system-reserved", "memory=100Mi", "--kube-reserved", "memory=50Mi"]
-    extra += ["--enforce", "pods", "--reserved-protection", "protect"]
-    with node(tmp_path, *extra, pods=[pod], capacity=capacity, base=SYSTEM), only_candidates():
+    # the node's own system.slice, uncapped (system-reserved not enforced); protected on v2
+    extra += ["--enforce", "pods", *(["--reserved-protection", "protect"] if is_v2() else [])]
+    with (
+        existing_system_slice(),
+        node(tmp_path, *extra, pods=[pod], capacity=capacity, base=SYSTEM),
+        only_candidates(),
+    ):
         with started("system.slice", daemon(250), adj) as proc:
             pig = subprocess.run(
                 [sys.executable, "-c", hog(2000)], preexec_fn=joiner("kubepods/podgua",
@@ -259,8 +264,9 @@ def test_reserved_cgroup_gets_its_reserved_cpu_under_contention(tmp_path, weight
     extra = ["--system-reserved", "cpu=32", "--enforce", "pods", "--kubelet-version", "1.31"]
     extra += ["--reserved-cpu-weight", weight]
     spin = [sys.executable, "-c", "while True: pass"]
-    with existing_system_slice(), node(
-        tmp_path, *extra, pods=[manifest("spin", {})], capacity=capacity, base=SYSTEM
+    with (
+        existing_system_slice(),
+        node(tmp_path, *extra, pods=[manifest("spin", {})], capacity=capacity, base=SYSTEM),
     ):
         procs = []
         try:
