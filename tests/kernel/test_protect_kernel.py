@@ -9,9 +9,9 @@ kubelet's behaviour, with the difference measured.
   (--reserved-swap none) keep it in memory (KEP-2400's best practice).
 - In a node-wide OOM the kernel kills a daemon at oom_score_adj 0 before a Guaranteed pod's
   container (-997), and the container when the daemon runs at cgalloc's value (EKS AMI #2175).
-- Under CPU contention the reserved cgroup gets a few percent of the CPU at the kubelet's weights
-  on a 64-CPU node, and its reserved half with --reserved-cpu-weight proportional
-  (kubernetes#139790).
+- Under CPU contention the reserved cgroup gets less than half its reserved half of the CPU at
+  the kubelet's weights on a 64-CPU node (a few percent in theory), and its reserved half with
+  --reserved-cpu-weight proportional (kubernetes#139790).
 - teardown restores every value the options changed in a reserved cgroup cgalloc did not make;
   v1 refuses what it cannot do and writes nothing.
 """
@@ -263,7 +263,9 @@ def test_reserved_cgroup_gets_its_reserved_cpu_under_contention(tmp_path, weight
     pod = "kubepods/besteffort/podspin"
     extra = ["--system-reserved", "cpu=32", "--enforce", "pods", "--kubelet-version", "1.31"]
     extra += ["--reserved-cpu-weight", weight]
-    spin = [sys.executable, "-c", "while True: pass"]
+    # each says so once its interpreter is up (module loads over 9p block, leaving the CPU to
+    # the others), then spins
+    spin = [sys.executable, "-c", "print('spinning', flush=True)\nwhile True: pass"]
     with (
         existing_system_slice(),
         node(tmp_path, *extra, pods=[manifest("spin", {})], capacity=capacity, base=SYSTEM),
@@ -271,8 +273,11 @@ def test_reserved_cgroup_gets_its_reserved_cpu_under_contention(tmp_path, weight
         procs = []
         try:
             for path in (pod, pod, "system.slice", "system.slice"):
-                procs.append(subprocess.Popen(spin, preexec_fn=joiner(path)))
-            time.sleep(3)  # every interpreter started and spinning
+                out = {"stdout": subprocess.PIPE, "text": True}
+                procs.append(subprocess.Popen(spin, preexec_fn=joiner(path), **out))
+            for proc in procs:
+                assert proc.stdout.readline() == "spinning\n"
+            time.sleep(1)
             start = {p: cpu_usage(p) for p in ("kubepods", "system.slice")}
             time.sleep(5)
             used = {p: cpu_usage(p) - start[p] for p in start}
@@ -282,7 +287,9 @@ def test_reserved_cgroup_gets_its_reserved_cpu_under_contention(tmp_path, weight
                 p.wait()
     share = used["system.slice"] / (used["system.slice"] + used["kubepods"])
     if weight == "kubelet":
-        assert share < 0.2, used  # 100/1350 = 7% on v2, 1024/33792 = 3% on v1
+        # 100/1350 = 7% on v2, 1024/33792 = 3% on v1 in theory; the bound is setup's warning:
+        # less than half the 50% reserved (a loaded TCG host measured 23% on v2 once)
+        assert share < 0.25, used
     else:
         assert 0.35 < share < 0.65, used  # half, as reserved
 
