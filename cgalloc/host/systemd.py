@@ -104,8 +104,8 @@ def _uint(value: int) -> int:
 def unit_properties(files: dict[str, str], v2: bool, cpuset: bool = True) -> list[Property]:
     """The unit properties for one cgroup's limit files ({file: value} as cgalloc writes them).
 
-    Files systemd has no property for (hugetlb, memory+swap, v1 cpuset) are left to cgroupfs;
-    so is v2's cpuset without ``cpuset`` (see ``SystemdUnits``).
+    Files systemd has no property for (hugetlb, v1 memory+swap, v1 cpuset) are left to
+    cgroupfs; so is v2's cpuset without ``cpuset`` (see ``SystemdUnits``).
     """
     props: list[Property] = []
 
@@ -117,6 +117,7 @@ def unit_properties(files: dict[str, str], v2: bool, cpuset: bool = True) -> lis
         num("MemoryMax", "memory.max")
         num("MemoryMin", "memory.min")  # MemoryQoS (runc maps unified memory.min/low the same)
         num("MemoryLow", "memory.low")
+        num("MemorySwapMax", "memory.swap.max")  # --reserved-swap none
         num("CPUWeight", "cpu.weight")
         if "cpu.max" in files:
             quota, period = parse_limit_value("cpu.max", files["cpu.max"])

@@ -27,7 +27,15 @@ from cgalloc.host.machine import Host, KernelHooks
 from cgalloc.host.systemd import Systemd, SystemdError
 from cgalloc.model.hierarchy import cgroup_file
 from cgalloc.model.naming import KUBEPODS, SLICE_SUFFIX
-from cgalloc.ops.plan import Action, LiveTree, Plan, cgroup_depth, read_file, undo_actions
+from cgalloc.ops.plan import (
+    Action,
+    LiveTree,
+    Plan,
+    cgroup_depth,
+    memsw_rank,
+    read_file,
+    undo_actions,
+)
 from cgalloc.ops.state import Record, StateDir
 from cgalloc.ops.units import SystemdUnits, UnitRecord, reset_properties, stale_units, wire_props
 from cgalloc.ops.units import undo as undo_units
@@ -540,7 +548,8 @@ def restore_steps(root: str, record: Record) -> list[Step]:
         current = read_file(mount, path, file)
         if current is not None and current != original:
             steps.append(Step(Action("restore", mount, path, file, current, original, path)))
-    return steps
+    # v1's memory+swap limit goes before or after its cgroup's memory limit (memsw_rank)
+    return sorted(steps, key=lambda s: (s.action.mount, s.action.path, memsw_rank(s.action)))
 
 
 KEPT_PROCS = "it still has processes"

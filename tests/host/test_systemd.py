@@ -69,6 +69,12 @@ def test_unlimited_values_are_systemd_infinity():
     assert props[1] == ("CPUQuotaPerSecUSec", ("t", UINT64_MAX))
 
 
+def test_reserved_swap_none_is_memory_swap_max_zero():
+    # --reserved-swap none on a slice systemd owns: MemorySwapMax=0, not a file under it
+    props = unit_properties({"memory.swap.max": "0", "memory.min": "1073741824"}, v2=True)
+    assert props == [("MemoryMin", ("t", 1 << 30)), ("MemorySwapMax", ("t", 0))]
+
+
 def test_v1_files_become_v1_properties():
     files = {
         "memory.limit_in_bytes": "-1",
