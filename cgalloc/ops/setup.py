@@ -135,7 +135,8 @@ def preview(tree: TreeOptions, cfg: NodeConfig, host: Host, state: StateDir) -> 
     that these inputs no longer want as its undo."""
     p = tree.plan(cfg, host)
     dbus = tree.dbus(cfg.cgroup_driver, host)
-    plan_undo(p, peek_record(state, tree.cgroupfs), peek_units(state) if dbus else None)
+    record = peek_record(state, tree.cgroupfs)
+    plan_undo(p, record, peek_units(state, tree.cgroupfs, record) if dbus else None)
     return p
 
 
@@ -190,9 +191,9 @@ def setup(
         units = client = None
         if dbus:
             client = Systemd()
-            units = SystemdUnits.for_plan(
-                client, state.path, p, p.version == "v2", cgroup_roles(cfg)
-            )
+            units = SystemdUnits.for_plan(client, state, p, p.version == "v2", cgroup_roles(cfg))
+            # the systemd record is refused like the record, before anything is changed
+            check_managed(tree.cgroupfs, record, units.record)
         started = set(units.record.started) if units else set()
         # What earlier runs did that these inputs no longer want, undone after applying.
         # Planned now, so the plan shown is whole: applying adds only wanted entries to
