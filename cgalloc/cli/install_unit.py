@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import typer
 
@@ -13,19 +12,21 @@ from cgalloc.cli.inputs import node_inputs_from
 from cgalloc.cli.options import dry_run_option, quiet_option
 from cgalloc.cli.render import printable, warn
 from cgalloc.errors import HostError, InputError
+from cgalloc.host import safefs
 from cgalloc.host.systemd import systemd_running
-from cgalloc.inputs.loading import read_bounded
 from cgalloc.ops.bootunit import (
     BOOT_REFUSED,
     CONFIG_FILE,
-    CONFIG_KIND,
     DEFAULT_SETUP_ARGS,
     UNIT_NAME,
     FileChange,
     apply_changes,
+    boot_code_paths,
     config_args,
     daemon_slice,
     install_changes,
+    read_config,
+    trust_problems,
     uninstall_changes,
 )
 
@@ -34,8 +35,20 @@ HELP = (
     "CRI-O and the kubelet (a cgroupfs tree and transient slices do not survive a reboot), and "
     "enable it. Setup's arguments go to /etc/cgalloc/setup.conf, written only when absent; "
     "give them after '--' (default: --config /var/lib/kubelet/config.yaml). They are checked "
-    "before anything is written. Re-running changes nothing; --uninstall removes the unit, its "
-    "link and the drop-ins (the config file stays)."
+    "before anything is written, and so is that root alone can change what the unit runs and "
+    "reads at boot. Re-running changes nothing; --uninstall removes the unit, its link and the "
+    "drop-ins it wrote (the config file stays)."
+)
+UNSAFE_CODE = (
+    "the boot unit would run {exe} -m cgalloc as root at every boot, but a user other than root "
+    "can change what it runs ({what}); install cgalloc where only root can change it (a "
+    "root-owned virtual environment, or the system's packages), or give "
+    "--allow-unsafe-interpreter to install it anyway."
+)
+UNSAFE_FILES = (
+    "--root {root}: the boot unit runs as root what these files say, and a user other than root "
+    "can change them ({what}); install-unit writes only where root alone can: correct the "
+    "owner or mode, and run again."
 )
 
 
@@ -60,9 +73,30 @@ def _daemon_names(values: list[str]) -> list[str]:
     return [n.strip() for v in values for n in v.split(",") if n.strip()]
 
 
-def _reload(root: Path) -> str | None:
+def _is_real_root(root: str) -> bool:
+    return os.path.realpath(root) == "/"
+
+
+def _listed(problems: list[str], total: int) -> str:
+    more = f"; and {total - len(problems)} more" if total > len(problems) else ""
+    return "; ".join(problems) + more
+
+
+def _check_interpreter(command: list[str], allow: bool) -> None:
+    """Refuse (or with ``allow`` warn of) an interpreter or package a user could change."""
+    problems, total = safefs.first_problems(boot_code_paths(command[0]))
+    if not problems:
+        return
+    message = UNSAFE_CODE.format(exe=command[0], what=_listed(problems, total))
+    if not allow:
+        raise InputError(message)
+    warn([message.split("; install cgalloc")[0] + "; installing it as --allow-unsafe-interpreter"
+          " asks."])  # fmt: skip
+
+
+def _reload(root: str) -> str | None:
     """``systemctl daemon-reload`` on a real root under systemd; a warning when it fails."""
-    if root != Path("/") or not systemd_running():
+    if not _is_real_root(root) or not systemd_running():
         return None
     done = subprocess.run(
         ["systemctl", "daemon-reload"], capture_output=True, text=True, timeout=120
@@ -105,52 +139,83 @@ def register(app: typer.Typer) -> None:
         uninstall: bool = typer.Option(
             False,
             "--uninstall",
-            help="Remove the unit, its enable link and cgalloc's drop-ins instead.",
+            help="Remove the unit, its enable link and cgalloc's drop-ins instead (only what "
+            "install-unit wrote: files with its marker line, the link to its unit).",
+        ),
+        allow_unsafe_interpreter: bool = typer.Option(
+            False,
+            "--allow-unsafe-interpreter",
+            help="Install even when a user other than root can change the interpreter or the "
+            "cgalloc package the unit runs as root at boot (a warning instead of a refusal).",
         ),
         quiet: bool = quiet_option(),
     ) -> None:
-        base = Path(root)
-        if not root or not base.is_dir():  # Path("") is the current directory
+        try:  # "" would be the current directory
+            base = safefs.Beneath(root) if root else None
+        except OSError:
+            base = None
+        if base is None:
             raise InputError(f"--root {root!r} is not a directory; give an existing directory.")
-        if uninstall:
-            if setup_args or _daemon_names(daemons):
-                given = "SETUP-ARGS" if setup_args else "--daemons"
-                raise InputError(
-                    f"--uninstall removes what install-unit wrote and takes no {given}; drop them."
-                )
-            changes = uninstall_changes(base)
-        else:
-            config = base / CONFIG_FILE
-            existing = None
-            if config.is_file():
-                existing = config_args(read_bounded(str(config), "--root", kind=CONFIG_KIND))
-            args = list(setup_args or ()) or existing or list(DEFAULT_SETUP_ARGS)
-            if setup_args and existing is not None and list(setup_args) != existing:
-                raise InputError(
-                    f"/{CONFIG_FILE} already holds other setup arguments "
-                    f"({' '.join(existing)}); edit that file instead."
-                )
-            cfg = _setup_inputs(args)
-            dropins = {d: daemon_slice(cfg, d) for d in _daemon_names(daemons)}
-            command = [sys.executable, "-m", "cgalloc"]
-            changes = install_changes(base, command, args, dropins)
+        try:
+            _install_unit(
+                base, setup_args, daemons, dry_run, uninstall, allow_unsafe_interpreter, quiet
+            )
+        finally:
+            base.close()
+
+
+def _install_unit(
+    base: safefs.Beneath,
+    setup_args: list[str] | None,
+    daemons: list[str],
+    dry_run: bool,
+    uninstall: bool,
+    allow_unsafe: bool,
+    quiet: bool,
+) -> None:
+    """install-unit's run below ``base``: every check before anything is written."""
+    if uninstall:
+        if setup_args or _daemon_names(daemons):
+            given = "SETUP-ARGS" if setup_args else "--daemons"
+            raise InputError(
+                f"--uninstall removes what install-unit wrote and takes no {given}; drop them."
+            )
+        changes = uninstall_changes(base)
+    else:
+        text = read_config(base)
+        existing = config_args(text) if text is not None else None
+        args = list(setup_args or ()) or existing or list(DEFAULT_SETUP_ARGS)
+        if setup_args and existing is not None and list(setup_args) != existing:
+            raise InputError(
+                f"/{CONFIG_FILE} already holds other setup arguments "
+                f"({' '.join(existing)}); edit that file instead."
+            )
+        cfg = _setup_inputs(args)
+        dropins = {d: daemon_slice(cfg, d) for d in _daemon_names(daemons)}
+        command = [sys.executable, "-m", "cgalloc"]
+        changes = install_changes(base, command, args, dropins)
+        written = [CONFIG_FILE, *(c.path for c in changes)]
+        problems = trust_problems(base, list(dict.fromkeys(written)))
+        if problems:
+            raise InputError(UNSAFE_FILES.format(root=base.path, what="; ".join(problems)))
+        _check_interpreter(command, allow_unsafe)
+    if not quiet:
+        _show(changes, dry_run)
+    if dry_run:
         if not quiet:
-            _show(changes, dry_run)
-        if dry_run:
-            if not quiet:
-                typer.echo(f"dry run: {len(changes)} files would change, nothing written")
-            return
-        if changes and base == Path("/") and os.geteuid() != 0:
-            raise HostError("installing the unit needs root; --dry-run shows the files.")
-        apply_changes(base, changes)
-        warning = _reload(base) if changes else None
-        if warning:
-            warn([warning])
-        if not changes:
-            summary = "nothing to change"
-        elif uninstall:
-            summary = f"removed {len(changes)} files; /{CONFIG_FILE} kept"
-        else:
-            summary = f"{UNIT_NAME} installed and enabled: {len(changes)} files changed"
-        if not quiet:
-            typer.echo(summary)
+            typer.echo(f"dry run: {len(changes)} files would change, nothing written")
+        return
+    if changes and _is_real_root(base.path) and os.geteuid() != 0:
+        raise HostError("installing the unit needs root; --dry-run shows the files.")
+    apply_changes(base, changes)
+    warning = _reload(base.path) if changes else None
+    if warning:
+        warn([warning])
+    if not changes:
+        summary = "nothing to change"
+    elif uninstall:
+        summary = f"removed {len(changes)} files; /{CONFIG_FILE} kept"
+    else:
+        summary = f"{UNIT_NAME} installed and enabled: {len(changes)} files changed"
+    if not quiet:
+        typer.echo(summary)
