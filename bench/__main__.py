@@ -58,7 +58,9 @@ def main(argv: list[str]) -> int:
         "bench/setup_suite.py)",
     )  # fmt: skip
     ap.add_argument("--json", metavar="PATH", help="write every row and target verdict as JSON")
-    ap.add_argument("--markdown", metavar="PATH", help="write the README table as Markdown")
+    ap.add_argument(
+        "--markdown", metavar="PATH", help="write the tables as Markdown (docs/performance.md)"
+    )
     args = ap.parse_args(argv)
     wanted = set(args.suites.split(","))
     # the setup suite makes its own trees: asked alone, no tree is built for the others

@@ -67,7 +67,9 @@ def _process(code: str) -> float:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.bench_procs", description=__doc__)
     ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--markdown", action="store_true", help="print the README table")
+    ap.add_argument(
+        "--markdown", action="store_true", help="print the table for docs/performance.md"
+    )
     args = ap.parse_args(argv)
     hand_pids = [p.pid for p in procs.find(NAMES)]
     if hand_pids != [p.pid for p in psutil_find(NAMES)] or mem_total_bytes() != psutil_mem_total():

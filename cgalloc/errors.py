@@ -9,6 +9,8 @@ command stopped there; what it had done stands); 128 + signo stopped by a signal
 
 from __future__ import annotations
 
+import signal
+
 
 class CgallocError(Exception):
     """Base class; ``exit_code`` is what the CLI exits with."""
@@ -32,9 +34,14 @@ class HostError(CgallocError):
     exit_code = 3
 
 
-class Interrupted(CgallocError):
+# The signals that stop a command: Ctrl-C, a service manager's stop, a closed terminal.
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(BaseException):
     """Stopped on a signal; the command exits 128 + its number, as a shell reports a process
-    a signal ended."""
+    a signal ended. Not an Exception (as KeyboardInterrupt is not): no ``except`` of cgalloc's
+    errors, or of any Exception, can swallow it."""
 
     def __init__(self, signo: int, message: str):
         super().__init__(message)

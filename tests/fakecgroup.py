@@ -19,6 +19,7 @@ from cgalloc.host.machine import Host, read_boot_id
 
 MARKER = ".fake-cgroup.json"
 BOOT_ID = "boot_id"  # the fake kernel's /proc/sys/kernel/random/boot_id, beside the tree
+NODE_ROOT = "node"  # the node's own files (unit files, /proc, /etc), beside the tree
 V2_CONTROLLERS = "cpuset cpu io memory hugetlb pids rdma misc"
 V1_MOUNTS = {  # mount dir -> controllers, the classic co-mounted layout
     "cpu,cpuacct": ["cpu", "cpuacct"],
@@ -214,12 +215,18 @@ class FakeHost(Host):
 
     __test__ = False
     is_this_node = False
+    # the node's files (--match-kubelet): a directory a test fills, standing for "/"
+    node_root = "/nonexistent-cgalloc-test-node"
 
     def __init__(self, base: Path | None = None, kernel=None) -> None:
         self.kernel = kernel
         self._boot_id_file = str(Path(base) / BOOT_ID) if base is not None else None
+        # what the node's programs answer, by argv ("systemctl show ...", "kubelet --version");
+        # a command not listed cannot run, as on a node without it
+        self.commands: dict[tuple[str, ...], str] = {}
         if base is not None:
             self.mountinfo = str(Path(base) / "mountinfo")
+            self.node_root = str(Path(base) / NODE_ROOT)
 
     def boot_id(self) -> str:
         return read_boot_id(self._boot_id_file) if self._boot_id_file else super().boot_id()
@@ -234,6 +241,9 @@ class FakeHost(Host):
 
     def privileged(self) -> bool:
         return True
+
+    def run_command(self, argv: list[str], timeout: float = 10.0) -> str | None:
+        return self.commands.get(tuple(argv))
 
 
 def fake_host(base: Path, kernel=None) -> FakeHost:

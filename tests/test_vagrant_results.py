@@ -111,29 +111,79 @@ def test_missing_machine_counts_as_failed(tmp_path):
 
 
 def test_reboot_checks_side_by_side(tmp_path):
-    """The reboot checks per machine and the ordering evidence of provision.sh's step."""
+    """The reboot checks per machine and the ordering evidence of the kubelet's step 7a."""
     order = "cgalloc-setup.service active at 9000000 us\nkubelet.service started at 9100000 us"
     for machine, ok in (("v2", True), ("v1", False)):
         d = tmp_path / "raw" / machine
         d.mkdir(parents=True)
         steps = [
-            {"step": "boot: verify before the reboot", "ok": True, "rc": 0, "seconds": 1.0,
+            {"step": "systemd: verify in sync", "ok": True, "rc": 0, "seconds": 1.0,
              "detail": ""},
             {"step": "reboot: cgalloc-setup.service succeeded", "ok": True, "rc": 0,
              "seconds": 1.0, "detail": "Result=success"},
-            {"step": results.ORDER_STEP, "ok": ok, "rc": 0 if ok else 1, "seconds": 1.0,
-             "detail": order},
+            {"step": "reboot: kubelet and containerd in /kube.slice after boot", "ok": ok,
+             "rc": 0 if ok else 1, "seconds": 1.0, "detail": ""},
+            {"step": f"kubelet/{machine}-cgroupfs 7a: the boot unit finished first", "ok": True,
+             "rc": 0, "seconds": 1.0, "detail": order},
         ]  # fmt: skip
-        doc = {"status": "passed" if ok else "failed", "passed": 2, "failed": int(not ok),
+        doc = {"status": "passed" if ok else "failed", "passed": 3, "failed": int(not ok),
                "steps": steps}  # fmt: skip
         (d / "provision.json").write_text(json.dumps(doc))
     assert results.main([str(tmp_path / "raw"), str(tmp_path / "out"), "v2", "v1"]) == 1
     md = (tmp_path / "out" / "results.md").read_text()
     assert "| cgalloc-setup.service succeeded | ok | ok |" in md
-    assert "| setup finished before the stand-in daemons started | ok | FAILED |" in md
-    assert "verify before the reboot" not in md.split("real reboot")[1]
+    assert "| kubelet and containerd in /kube.slice after boot | ok | FAILED |" in md
+    assert "verify in sync" not in md.split("real reboot")[1]
     for machine in ("v2", "v1"):
         assert f"{machine}, monotonic clock after the boot:\n```\n{order}\n```" in md
+
+
+def _kubelet_step(config: str, step_id: str, title: str, ok: bool, detail: str = "") -> dict:
+    return {"step": f"kubelet/{config} {step_id}: {title}", "ok": ok, "rc": 0 if ok else 1,
+            "seconds": 12.0, "detail": detail}  # fmt: skip
+
+
+def test_kubelet_steps_table_and_evidence(tmp_path):
+    """Each kubelet step is a row, each guest and driver a column; a failed step's evidence is
+    under its configuration, not among the cgalloc-only failures; the evidence files, the
+    kubelet's version and hash travel to the output."""
+    d = tmp_path / "raw" / "v1"
+    (d / "kubelet" / "v1-systemd").mkdir(parents=True)
+    steps = [
+        _kubelet_step("v1", "prep", "the kubelet binary", True),
+        _kubelet_step("v1-cgroupfs", "1", "refuses to start", True, "log: Failed to start"),
+        _kubelet_step("v1-cgroupfs", "3", "verify exits 0", True),
+        _kubelet_step("v1-systemd", "1", "refuses to start", True),
+        _kubelet_step("v1-systemd", "3", "verify exits 0", False, "kubepods pids.max differs"),
+        _kubelet_step("v1-systemd", "10", "cost", True),
+        _kubelet_step("v1-systemd", "6a", "OOM-killed", True),
+    ]
+    doc = {"status": "failed", "passed": 6, "failed": 1, "steps": steps}
+    (d / "provision.json").write_text(json.dumps(doc))
+    (d / "kubelet-version").write_text("Kubernetes v1.20.2\n")
+    (d / "kubelet-sha256").write_text("c3c1\n")
+    (d / "kubelet-cgalloc-flags").write_text("--kubelet-version\n1.20\n")
+    (d / "kubelet" / "v1-systemd" / "show.json").write_text("{}")
+    assert results.main([str(tmp_path / "raw"), str(tmp_path / "out"), "v1"]) == 1
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert "Upstream kubelet `Kubernetes v1.20.2`, sha256 `c3c1`" in md
+    assert "cgalloc's flag for its minor: --kubelet-version 1.20." in md
+    assert "| step | v1 (guest) | v1-cgroupfs | v1-systemd |" in md
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "|---" not in line]
+    kubelet_rows = rows[rows.index("| step | v1 (guest) | v1-cgroupfs | v1-systemd |") + 1 :]
+    assert kubelet_rows == [
+        "| prep the kubelet binary | ok | - | - |",
+        "| 1 refuses to start | - | ok | ok |",
+        "| 3 verify exits 0 | - | ok | FAILED |",
+        "| 6a OOM-killed | - | - | ok |",
+        "| 10 cost | - | - | ok |",
+    ]
+    assert "failed at `kubelet/" not in md
+    assert "<summary>3 verify exits 0: FAILED (exit 1), 12 s</summary>" in md
+    assert "kubepods pids.max differs" in md
+    v1 = json.loads((tmp_path / "out" / "v1.json").read_text())
+    assert v1["kubelet"]["cgalloc_flags"] == ["--kubelet-version", "1.20"]
+    assert (tmp_path / "out" / "kubelet" / "v1" / "v1-systemd" / "show.json").read_text() == "{}"
 
 
 def test_failed_bench_rows_are_named(tmp_path):
@@ -159,3 +209,96 @@ def test_failed_bench_rows_are_named(tmp_path):
         "**Benchmarks FAILED on v2:**\n\n- python -m bench --suites setup: exit 1\n"
         "- setup of 100 pods, real cgroupfs: cgalloc setup, cold: failed: AssertionError: 2\n"
     ) in md
+
+
+STEPS_SCRIPT = SCRIPT.parent / "kubelet" / "steps.py"
+steps_spec = importlib.util.spec_from_file_location("vagrant_kubelet_steps", STEPS_SCRIPT)
+ksteps = importlib.util.module_from_spec(steps_spec)
+steps_spec.loader.exec_module(ksteps)
+
+
+def test_show_predictions_as_the_kernel_names_the_files():
+    """vagrant/kubelet/steps.py: `show --pods -o json` entries -> the pod cgroup files."""
+    guaranteed = {"cpuShares": "204", "cpuQuota": "20000/100000", "memory": "67108864",
+                  "pid": "1024", "hugepages-2Mi": "4Mi"}  # fmt: skip
+    assert ksteps.expected_files(guaranteed, "v2") == {
+        "cpu.weight": "8",
+        "cpu.max": "20000 100000",
+        "memory.max": "67108864",
+        "pids.max": "1024",
+        "hugetlb.2MB.max": "4194304",
+        "hugetlb.1GB.max": None,  # show predicts nothing for it
+    }
+    burstable = {"cpuShares": "102", "cpuQuota": "-", "memory": "100663296"}
+    assert ksteps.expected_files(burstable, "v1") == {
+        "cpu/cpu.shares": "102",
+        "cpu/cpu.cfs_quota_us": "-1",
+        "memory/memory.limit_in_bytes": "100663296",
+        "pids/pids.max": None,
+        "hugetlb/hugetlb.2MB.limit_in_bytes": None,
+        "hugetlb/hugetlb.1GB.limit_in_bytes": None,
+    }
+    files = {"files": {"cpu.weight": 4, "pids.max": "1024"}}
+    assert ksteps.expected_files(files, "v2") == {"cpu.weight": "4", "pids.max": "1024"}
+    # runc rc92's conversion: 2 -> 1, 1024 -> 39, 262144 -> 10000
+    assert [ksteps.shares_to_weight(s) for s in (2, 1024, 262144)] == [1, 39, 10000]
+
+
+def test_compare_pods_reads_each_file(tmp_path):
+    pod = tmp_path / "kubepods" / "podu1"
+    pod.mkdir(parents=True)
+    for name, value in (("cpu.weight", "8"), ("cpu.max", "20000 100000"),
+                        ("memory.max", "67108864"), ("pids.max", "1024")):  # fmt: skip
+        (pod / name).write_text(value + "\n")
+    pod_entry = {"pod": "default/g", "qos": "Guaranteed", "cgroup": "/kubepods/podu1",
+                 "cpuShares": "204", "cpuQuota": "20000/100000", "memory": "67108864"}  # fmt: skip
+    show = {"pods": [pod_entry]}
+    lines, bad = ksteps.compare_pods(show, "v2", str(tmp_path))
+    assert bad == 1  # pids.max: show predicts nothing
+    assert "default/g Guaranteed /kubepods/podu1 cpu.weight: show 8 kubelet 8: same" in lines
+    assert any(
+        "pids.max: show None kubelet 1024: DIFFERS: show predicts nothing" in x for x in lines
+    )
+    assert any("hugetlb.2MB.max: show None kubelet None: absent" in x for x in lines)
+    show["pods"][0]["cgroup"] = "/kubepods/podu2"
+    lines, bad = ksteps.compare_pods(show, "v2", str(tmp_path))
+    assert bad == 1 and "no pod cgroup at /kubepods/podu2" in lines[0]
+
+
+def _summary(ws: int, cpu_ns: int, when: str, **extra) -> dict:
+    stat = {"cpu": {"time": when, "usageCoreNanoSeconds": cpu_ns},
+            "memory": {"time": when, "workingSetBytes": ws}}  # fmt: skip
+    pod = {"podRef": {"uid": "u1", **extra.get("ref", {})}, **stat,
+           "containers": extra.get("containers", [])}  # fmt: skip
+    node = {"nodeName": "n", **stat, "rlimit": {"maxpid": 4194304}, "network": {},
+            "systemContainers": [{"name": "pods", **stat}], **extra.get("node", {})}  # fmt: skip
+    return {"node": node, "pods": [pod]}
+
+
+def test_summary_comparison_and_its_tolerances():
+    container = {"name": "main", "cpu": {"usageCoreNanoSeconds": 5},
+                 "memory": {"workingSetBytes": 4096}}  # fmt: skip
+    fs = {"fs": {"capacityBytes": 1, "inodes": 2}, "runtime": {"imageFs": {}}}
+    full = {"ref": {"name": "g-n", "namespace": "default"}, "containers": [container], "node": fs}
+    kubelet = _summary(50 << 20, 10**9, "2026-11-28T10:00:00Z", **full)
+    # 10 s later: +1.5 s of CPU fits 2 CPUs x (10 s + 2 s); the working set moved by 512 KiB
+    same = _summary((50 << 20) + (512 << 10), 10**9 + 15 * 10**8, "2026-11-28T10:00:10Z", **full)
+    lines, bad = ksteps.compare_summary(kubelet, same, cpus=2)
+    assert bad == 0, lines
+    # what cgalloc lacks today: names, containers, node.fs, imageFs
+    lines, bad = ksteps.compare_summary(
+        kubelet, _summary(50 << 20, 10**9, "2026-11-28T10:00:00Z"), cpus=2
+    )
+    assert "DIFFERS: pod default/g-n podRef.name: kubelet g-n cgalloc None" in lines
+    assert "DIFFERS: pod default/g-n containers: kubelet ['main'] cgalloc []" in lines
+    assert bad == 5  # name, namespace, containers, node.fs, imageFs
+    assert "DIFFERS: node.fs present: kubelet True cgalloc False" in lines
+    assert "DIFFERS: node.runtime.imageFs present: kubelet True cgalloc False" in lines
+    # a counter behind the kubelet's sample taken earlier, or past what 2 CPUs can do
+    behind = _summary(50 << 20, 10**9 - 5 * 10**9, "2026-11-28T10:00:10Z", **full)
+    assert ksteps.compare_summary(kubelet, behind, cpus=2)[1] >= 1
+    # the kubelet's sample is the newer one (taken at the request): cgalloc's may be behind it
+    newer = _summary(50 << 20, 10**9 + 6 * 10**9, "2026-11-28T10:00:14Z", **full)
+    assert ksteps.compare_summary(newer, same, cpus=2)[1] == 0
+    ahead = _summary(50 << 20, 10**9 + 25 * 10**9, "2026-11-28T10:00:10Z", **full)
+    assert ksteps.compare_summary(kubelet, ahead, cpus=2)[1] >= 1

@@ -5,8 +5,10 @@ markdown table for all machines (results/results.md).
 
 RAW_DIR/<machine>/ holds what provision.sh wrote in the guest: provision.json (every step),
 bench.json (pytest-benchmark's --benchmark-json), bench.txt (the bench's printed tables),
-bench-read.md / bench-setup.md, bench-cut.txt (suites the CI bound cut or shrank) and
-bench-failed.txt (the rows and runs that failed).
+bench-read.md / bench-setup.md, bench-cut.txt (suites the CI bound cut or shrank),
+bench-failed.txt (the rows and runs that failed), and the real kubelet's: kubelet-version,
+kubelet-sha256, kubelet-cgalloc-flags and kubelet/<configuration>/ (each step's evidence, copied
+to OUT_DIR/kubelet/<machine>/<configuration>/).
 Runs on the host with the standard library only.
 """
 
@@ -14,13 +16,18 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
 # Where the bench's own comparison tables start and where pytest's closing lines begin.
 TABLES_START = re.compile(r"^=+ (cgroup read cost|setup of a tree)")
-# provision.sh's step whose output holds the boot unit's and the daemons' start times.
-ORDER_STEP = "reboot: setup finished before the stand-in daemons started"
+# The kubelet steps' names: "kubelet/<configuration> <id>: <title>" (vagrant/kubelet.sh).
+KUBELET_STEP = re.compile(r"^kubelet/(\S+) (\S+): (.*)$")
+# The step whose output holds the boot unit's and the daemons' start times.
+ORDER_ID = "7a"
+# Evidence files larger than this stay in raw/ only.
+EVIDENCE_MAX = 256 * 1024
 TABLES_END = re.compile(r"^(=+ )?(short test summary|\d+ (passed|failed|skipped|deselected))")
 
 
@@ -74,7 +81,101 @@ def machine_result(raw: Path) -> dict:
     doc["bench_setup"] = _text(raw / "bench-setup.md")
     doc["bench_cut"] = _text(raw / "bench-cut.txt").splitlines()
     doc["bench_failed"] = _text(raw / "bench-failed.txt").splitlines()
+    doc["kubelet"] = {
+        "version": _text(raw / "kubelet-version").strip(),
+        "sha256": _text(raw / "kubelet-sha256").strip(),
+        "cgalloc_flags": _text(raw / "kubelet-cgalloc-flags").split(),
+    }
     return doc
+
+
+def kubelet_steps(doc: dict) -> list[tuple[str, str, str, dict]]:
+    """(configuration, id, title, step) of each kubelet step of a machine, in run order."""
+    out = []
+    for s in doc.get("steps", []):
+        m = KUBELET_STEP.match(s["step"])
+        if m:
+            out.append((m.group(1), m.group(2), m.group(3), s))
+    return out
+
+
+def _order(step_id: str) -> tuple[int, str]:
+    m = re.match(r"(\d+)(.*)", step_id)
+    if step_id == "prep":
+        return (-1, "")
+    return (int(m.group(1)), m.group(2)) if m else (99, step_id)
+
+
+def kubelet_lines(results: dict[str, dict]) -> list[str]:
+    """The real kubelet's steps: one table, a column per guest and configuration, then each
+    step's evidence per configuration."""
+    cells: dict[str, dict[str, bool]] = {}
+    titles: dict[str, str] = {}
+    columns: list[str] = []
+    evidence: dict[str, list[tuple[str, str, dict]]] = {}
+    kubelet = {}
+    for m, r in results.items():
+        if r.get("kubelet", {}).get("version"):
+            kubelet = r["kubelet"]
+        for config, step_id, title, s in kubelet_steps(r):
+            if step_id == "prep":
+                config = f"{m} (guest)"
+            if config not in columns:
+                columns.append(config)
+            titles.setdefault(step_id, title)
+            cells.setdefault(step_id, {})[config] = s["ok"]
+            evidence.setdefault(config, []).append((step_id, title, s))
+    if not columns:
+        return []
+    flags = (
+        " ".join(kubelet.get("cgalloc_flags") or [])
+        or "none (cgalloc has no --kubelet-version 1.20)"
+    )
+    lines = [
+        "",
+        "## Proven against the real kubelet",
+        "",
+        f"Upstream kubelet `{kubelet.get('version') or '?'}`, "
+        f"sha256 `{kubelet.get('sha256') or '?'}` (vagrant/kubelet/SHA256SUMS); "
+        f"cgalloc's flag for its minor: {flags}.",
+        "Columns: guest and the kubelet's cgroup driver. `-`: not run in that configuration.",
+        "",
+        "| step | " + " | ".join(columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    for step_id in sorted(cells, key=_order):
+        per = cells[step_id]
+        row = " | ".join({True: "ok", False: "FAILED", None: "-"}[per.get(c)] for c in columns)
+        lines.append(f"| {step_id} {titles[step_id]} | {row} |")
+    for config in columns:
+        lines += ["", f"### {config}: evidence", ""]
+        for step_id, title, s in evidence[config]:
+            verdict = "ok" if s["ok"] else f"FAILED (exit {s['rc']})"
+            lines += [
+                "<details>",
+                f"<summary>{step_id} {title}: {verdict}, {s['seconds']:.0f} s</summary>",
+                "",
+                "```",
+                s["detail"].rstrip(),
+                "```",
+                "</details>",
+            ]
+    return lines
+
+
+def copy_evidence(raw: Path, out: Path, machine: str) -> None:
+    """raw/<machine>/kubelet/<configuration>/* -> out/kubelet/<machine>/<configuration>/."""
+    src = raw / "kubelet"
+    dest = out / "kubelet" / machine
+    if dest.exists():
+        shutil.rmtree(dest)
+    if not src.is_dir():
+        return
+    for f in sorted(src.rglob("*")):
+        if f.is_file() and f.stat().st_size <= EVIDENCE_MAX:
+            target = dest / f.relative_to(src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, target)
 
 
 def _text(path: Path) -> str:
@@ -92,7 +193,7 @@ def _seconds(value: float | None) -> str:
 
 def reboot_lines(results: dict[str, dict]) -> list[str]:
     """The boot unit across the real reboot: each reboot check per machine, then the units'
-    start times each machine reported (the ordering evidence)."""
+    start times each machine reported (the ordering evidence, the kubelet's step 7a)."""
     names = [m for m, r in results.items() if any(_is_reboot(s) for s in r["steps"])]
     if not names:
         return []
@@ -107,8 +208,8 @@ def reboot_lines(results: dict[str, dict]) -> list[str]:
         cells = " | ".join({True: "ok", False: "FAILED", None: "-"}[per.get(m)] for m in names)
         lines.append(f"| {step.removeprefix('reboot: ')} | {cells} |")
     for m in names:
-        for s in results[m]["steps"]:
-            if s["step"] == ORDER_STEP and s["detail"]:
+        for _, step_id, _, s in kubelet_steps(results[m]):
+            if step_id == ORDER_ID and s["detail"]:
                 lines += ["", f"{m}, monotonic clock after the boot:", "```", s["detail"], "```"]
     return lines
 
@@ -130,11 +231,17 @@ def markdown(results: dict[str, dict]) -> str:
             f"{r.get('systemd', '-')} | {r['passed']} | {r['failed']} | {r['status']} | "
             f"{r.get('seconds', '-')} |"
         )
-    failures = [(m, s) for m, r in results.items() for s in r["steps"] if not s["ok"]]
+    failures = [
+        (m, s)
+        for m, r in results.items()
+        for s in r["steps"]
+        if not s["ok"] and not KUBELET_STEP.match(s["step"])
+    ]
     for m, s in failures:
         head = f"**{m} failed at `{s['step']}`** (exit {s['rc']}):"
         lines += ["", head, "```", s["detail"], "```"]
     lines += reboot_lines(results)
+    lines += kubelet_lines(results)
     best: dict[str, dict[str, float]] = {}
     for m, r in results.items():
         for row in r["bench"]:
@@ -173,6 +280,7 @@ def main(argv: list[str]) -> int:
     results = {m: machine_result(raw / m) for m in machines}
     for m, doc in results.items():
         (out / f"{m}.json").write_text(json.dumps(doc, indent=1) + "\n")
+        copy_evidence(raw / m, out, m)
     (out / "results.md").write_text(markdown(results))
     print(markdown(results))
     return 0 if all(r["status"] == "passed" for r in results.values()) else 1

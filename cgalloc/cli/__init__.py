@@ -12,8 +12,9 @@ import io
 import signal
 import sys
 import threading
+from typing import NoReturn
 
-from cgalloc.errors import CgallocError, Interrupted
+from cgalloc.errors import SIGNALS, CgallocError, Interrupted
 from cgalloc.host.machine import Host
 
 # Command name -> (module in cgalloc.cli, what --help lists for it), in --help order. The listing
@@ -24,10 +25,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "setup": ("setup", "Create and enforce the node's cgroup tree"),
     "verify": ("verify", "Check the live cgroup tree against the one setup makes"),
     "teardown": ("teardown", "Undo what setup recorded in the state directory"),
-    "kubelet-config": ("kubelet_config", "Print the KubeletConfiguration fragment (YAML)"),
+    "kubelet-config": ("kubelet_config", "Print the KubeletConfiguration fragment"),
     "install-unit": (
         "install_unit",
         "Install cgalloc-setup.service, which runs `cgalloc setup` at boot",
+    ),
+    "exporter": ("exporter", "Serve this node's cgroup tree as Prometheus metrics"),
+    "record": ("record", "Record the usage of this node's reserved cgroups"),
+    "recommend": ("recommend", "Recommend kube-reserved, system-reserved"),
+    "install-exporter-unit": (
+        "install_exporter_unit",
+        "Install cgalloc-exporter.service, which serves `cgalloc exporter`",
     ),
     "completion": ("completion", "Print the shell completion script for bash, zsh or fish"),
 }
@@ -94,7 +102,7 @@ class OutputLost(CgallocError):
 def main(argv: list[str] | None = None, host: Host | None = None) -> None:
     """Entry point: run the app on ``host`` (this machine by default), turning cgalloc errors
     into one message and an exit status."""
-    previous = _sigint_as_error()
+    previous = _signals_as_errors()
     try:
         try:
             _invoke(argv, host or Host())
@@ -108,22 +116,38 @@ def main(argv: list[str] | None = None, host: Host | None = None) -> None:
                 except StdoutError as failed:
                     raise _output_lost(failed) from None
             raise
-    except CgallocError as exc:
+    except (CgallocError, Interrupted) as exc:
         from cgalloc.cli.render import printable  # only on an error: --help loads no more
 
         _say(printable(str(exc)).split("\n"))
         sys.exit(exc.exit_code)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        for signo, handler in previous.items():
+            signal.signal(signo, handler)
 
 
-def _invoke(argv: list[str] | None, host: Host) -> None:
-    """The command line, as click's standalone mode runs it: it ends in SystemExit. The
-    commands find ``host`` as their context's object."""
+def _invoke(argv: list[str] | None, host: Host) -> NoReturn:
+    """Run the command line; it ends in SystemExit with the command's status. The commands
+    find ``host`` as their context's object. A usage error is one ``cgalloc:`` sentence and
+    exit 2, as every refusal is; bare ``cgalloc`` prints the help and exits 0."""
+    import typer
+
     from cgalloc.cli.group import app
 
-    app(args=argv, prog_name="cgalloc", standalone_mode=True, obj=host)
+    # click's base of usage errors, wherever this typer has it (newer ones vendor click)
+    click_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        status = app(args=args or ["--help"], prog_name="cgalloc", standalone_mode=False,
+                     obj=host)  # fmt: skip
+    except click_error as exc:
+        ctx = getattr(exc, "ctx", None)
+        where = f"; `{ctx.command_path} --help` lists its options" if ctx is not None else ""
+        _say([f"{exc.format_message().rstrip('.')}{where}."])
+        sys.exit(exc.exit_code)
+    except typer.Abort:  # end of input at a prompt
+        sys.exit(1)
+    sys.exit(status if isinstance(status, int) else 0)
 
 
 def __getattr__(name: str) -> object:
@@ -145,20 +169,30 @@ def _output_lost(exc: StdoutError) -> OutputLost:
     )
 
 
-def _on_sigint(signo: int, _frame: object) -> None:
-    # Ctrl-C outside setup's changes (planning, a lock wait, a report, a read), where nothing
-    # is half-done: one sentence and 130 as a shell reports SIGINT, not click's "Aborted!" and 1
-    raise Interrupted(signo, "interrupted by SIGINT; nothing was left half-done.")
+# What each is by default, before main() takes it over (Python's own for SIGINT).
+_DEFAULTS = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL,
+             signal.SIGHUP: signal.SIG_DFL}  # fmt: skip
 
 
-def _sigint_as_error():
-    """Install :func:`_on_sigint` over Python's default SIGINT handler (only that one: a
-    program calling main() keeps its own); the handler to put back, or None."""
+def _on_signal(signo: int, _frame: object) -> None:
+    # A signal outside the changes (setup and teardown guard those themselves: they undo or
+    # record what they made), where nothing is half-done: one sentence and 128 + signo, as a
+    # shell reports a process the signal ended, not click's "Aborted!" and 1
+    name = signal.Signals(signo).name
+    raise Interrupted(signo, f"interrupted by {name}; nothing was left half-done.")
+
+
+def _signals_as_errors() -> dict[int, object]:
+    """Install :func:`_on_signal` for SIGINT, SIGTERM and SIGHUP where each still has its
+    default handler (a program calling main() keeps its own; an ignored one stays ignored);
+    the handlers to put back."""
     if threading.current_thread() is not threading.main_thread():
-        return None
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        return None
-    return signal.signal(signal.SIGINT, _on_sigint)
+        return {}
+    previous = {}
+    for signo in SIGNALS:
+        if signal.getsignal(signo) is _DEFAULTS[signo]:
+            previous[signo] = signal.signal(signo, _on_signal)
+    return previous
 
 
 def _say(lines: list[str]) -> None:

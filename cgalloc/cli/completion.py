@@ -19,6 +19,10 @@ HELP = (
     "the shell reads completions: bash ~/.local/share/bash-completion/completions/cgalloc, "
     "zsh a directory on $fpath as _cgalloc, fish ~/.config/fish/completions/cgalloc.fish."
 )
+EXAMPLES = (
+    "cgalloc completion bash > /etc/bash_completion.d/cgalloc",
+    "cgalloc completion zsh > \"${fpath[1]}/_cgalloc\"",
+)
 
 
 class Shell(str, enum.Enum):

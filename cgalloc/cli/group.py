@@ -33,8 +33,40 @@ class _Commands(dict):
             info, pretty_exceptions_short=True, rich_markup_mode=None
         )
         _plain_coercion(cmd)
+        _sectioned_help(cmd, getattr(module, "EXAMPLES", ()))
         self[name] = cmd
         return cmd
+
+
+def _sectioned_help(cmd, examples: tuple[str, ...]) -> None:
+    """``cmd``'s help with its options under their panels (the node inputs apart from
+    cgalloc's own options) and its examples last, as written (click would rewrap them)."""
+
+    def format_options(ctx, formatter) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in cmd.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                # typer appends the type to the metavar ("bash|zsh|fish <bash|zsh|fish>")
+                sections.setdefault("Arguments", []).append((param.metavar, record[1]))
+                continue
+            panel = getattr(param, "rich_help_panel", None) or "Options"
+            sections.setdefault(panel, []).append(record)
+        order = {"Arguments": 0, "Options": 1}  # then the panels: tree options, node inputs
+        for panel in sorted(sections, key=lambda p: order.get(p, 2)):
+            with formatter.section(panel):
+                formatter.write_dl(sections[panel])
+
+    def format_epilog(ctx, formatter) -> None:
+        if examples:
+            with formatter.section("Examples"):
+                for line in examples:
+                    formatter.write(f"{' ' * formatter.current_indent}{line}\n")
+
+    cmd.format_options = format_options
+    cmd.format_epilog = format_epilog
 
 
 @functools.cache

@@ -5,13 +5,19 @@ command, which gets one ``inputs: NodeInputs``; ``inputs.load()`` returns ``(Nod
 capacity)`` or raises InputError with every problem. The kubelet's boolean flags parse as the
 kubelet (pflag) parses them: bare ``--flag`` is true, ``--flag=false`` sets a value, and a
 separate ``--flag false`` is refused.
+
+``--match-kubelet`` is resolved when the options are (:func:`node_inputs_from`): the
+command gets the effective inputs, the node kubelet's with the ones given here over them, and
+what was read is said on stderr once. ``check_drivers`` is the cgroup-driver sanity check:
+setup refuses a driver that differs from systemd's (as PID 1) or the container runtime's,
+unless ``--allow-driver-mismatch``; show and verify warn.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from cgalloc.cli.render import warn
+from cgalloc.cli.render import echo, printable, warn
 from cgalloc.errors import InputError
 from cgalloc.host.capacity import node_capacity, online_cpus
 from cgalloc.inputs.config import load_node_config
@@ -20,6 +26,9 @@ from cgalloc.inputs.fields import BOOL_WORDS, BY_FLAG
 from cgalloc.model import versions
 from cgalloc.model.nodeconfig import NodeConfig
 from cgalloc.model.resources import ResourceList
+
+if TYPE_CHECKING:
+    from cgalloc.host.machine import Host
 
 _PANEL = "Node inputs (kubelet flags and files)"
 
@@ -33,9 +42,33 @@ class _Opt(NamedTuple):
     metavar: str
     multiple: bool = False
     flag: str | None = None  # the kubelet flag it feeds; None for file options
+    switch: bool = False  # an on/off option of cgalloc's own (no value)
 
+
+MATCH_HELP = (
+    "Take the kubelet's inputs from this node: the command line kubelet.service runs, as"
+    " systemd builds it from ExecStart= with the unit's drop-ins, Environment= and"
+    " EnvironmentFile= (kubeadm's 10-kubeadm.conf with kubeadm-flags.env and"
+    " /etc/default/kubelet, EKS's /etc/eks/kubelet/environment), or else a running kubelet's;"
+    " then its --config file and --config-dir drop-ins, merged as the kubelet merges them;"
+    " `kubelet --version` gives --kubelet-version (a minor cgalloc does not know: the nearest,"
+    " with a warning). Flags it does not model are ignored. Options given here win: each"
+    " replaces what the kubelet's command line gave for it. What was read goes to stderr (and"
+    " to -o json as kubeletInputs). Examples: `cgalloc setup --dry-run --match-kubelet` (what"
+    " setup would change for this node's kubelet); `cgalloc show --match-kubelet --capacity"
+    " cpu=32,memory=128Gi` (the same kubelet on a larger node)."
+)
+DRIVER_HELP = (
+    "Go on when the kubelet's cgroup driver is not systemd while systemd is PID 1, or differs"
+    " from the container runtime's (containerd's SystemdCgroup, CRI-O's cgroup_manager): setup"
+    " refuses both (exit 2), since a runtime that reports its driver makes the kubelet build"
+    " its tree under the runtime's names, and an older one restarts every pod"
+    " (kubernetes#111776); show and verify only warn."
+)
 
 _OPTIONS = (
+    _Opt("match_kubelet", ("--match-kubelet",), MATCH_HELP, "", switch=True),
+    _Opt("allow_driver_mismatch", ("--allow-driver-mismatch",), DRIVER_HELP, "", switch=True),
     _Opt(
         "config",
         ("--config",),
@@ -279,12 +312,17 @@ _OPTIONS = (
 
 
 class NodeInputs(NamedTuple):
-    """The raw shared options of one command invocation."""
+    """The shared options of one command invocation, --match-kubelet already resolved."""
 
     flags: dict[str, list[str]]  # kubelet flag name -> occurrences, as given
     config: str | None = None
     config_dir: str | None = None
     node_config: str | None = None
+    allow_driver_mismatch: bool = False
+    host: Host | None = None  # the machine matched and checked; None: this one
+    matched: dict | None = None  # --match-kubelet's document (what it read), None without it
+    driver_flag: str | None = None  # where a --cgroup-driver flag came from
+    endpoint: str | None = None  # the kubelet's --container-runtime-endpoint, when matched
 
     def load_config(self) -> NodeConfig:
         """The merged, validated NodeConfig; raises InputError with every problem."""
@@ -303,6 +341,28 @@ class NodeInputs(NamedTuple):
         """``(NodeConfig, capacity)``: this host's capacity with ``--capacity`` applied."""
         cfg = self.load_config()
         return cfg, node_capacity(cfg)
+
+    def document(self) -> dict:
+        """What --match-kubelet read, for a command's -o json document."""
+        return {} if self.matched is None else {"kubeletInputs": self.matched}
+
+    def check_drivers(self, cfg: NodeConfig, refuse: bool = False) -> list[str]:
+        """The cgroup-driver problems of ``cfg`` on this node, as warnings; with ``refuse``
+        (setup) an InputError instead, unless --allow-driver-mismatch."""
+        from cgalloc.host.machine import Host
+        from cgalloc.ops.kubelet_match import driver_problems
+
+        problems, warnings = driver_problems(
+            self.host or Host(),
+            cfg,
+            config=self.config,
+            config_dir=self.config_dir,
+            endpoint=self.endpoint,
+            driver_flag=self.driver_flag,
+        )
+        if problems and refuse and not self.allow_driver_mismatch:
+            raise InputError(problems)
+        return problems + warnings
 
 
 # The kubelet's boolean flags (pflag NoOptDefVal "true"): their value only ever follows '='.
@@ -335,17 +395,69 @@ def pflag_bools(args: list[str]) -> list[str]:
     return out
 
 
-def node_inputs_from(values: dict[str, Any]) -> NodeInputs:
-    """The ``NodeInputs`` of a command's parsed option values (by parameter name)."""
+def node_inputs_from(
+    values: dict[str, Any], host: Host | None = None, match: bool = True
+) -> NodeInputs:
+    """The ``NodeInputs`` of a command's parsed option values (by parameter name), with
+    --match-kubelet resolved on ``host`` (this machine when None; ``match`` False leaves it
+    out, for a caller that only checks the other options)."""
     flags: dict[str, list[str]] = {}
     files: dict[str, str | None] = {}
     for opt in _OPTIONS:
-        value = values[opt.name]
+        value = values.get(opt.name)
+        if opt.switch:
+            continue
         if opt.flag is None:
             files[opt.name] = value
         elif value is not None:
             flags[opt.flag] = list(value) if opt.multiple else [value]
-    return NodeInputs(flags=flags, **files)
+    given = NodeInputs(
+        flags=flags,
+        allow_driver_mismatch=bool(values.get("allow_driver_mismatch")),
+        host=host,
+        driver_flag="--cgroup-driver given here" if "cgroup-driver" in flags else None,
+        **files,
+    )
+    if match and values.get("match_kubelet"):
+        return _matched(given)
+    if not any(files.values()) and not set(flags) - {"capacity", "kubelet-version"}:
+        from cgalloc.host.machine import Host
+        from cgalloc.ops.kubelet_match import unused_config_note
+
+        note = unused_config_note(host or Host())
+        warn([note] if note else [])
+    return given
+
+
+def _matched(given: NodeInputs) -> NodeInputs:
+    """``given`` over the node kubelet's inputs; what was read said on stderr."""
+    from cgalloc.host.machine import Host
+    from cgalloc.ops.kubelet_match import match_kubelet
+
+    m = match_kubelet(given.host or Host(), read_version="kubelet-version" not in given.flags)
+    flags = {**m.flags, **given.flags}
+    if m.version is not None and "kubelet-version" not in given.flags:
+        flags["kubelet-version"] = [m.version]
+    won = [f"--{f}" for f in given.flags if f in m.flags or f == "kubelet-version"]
+    won += [f"--{o.replace('_', '-')}" for o in ("config", "config_dir") if getattr(given, o)]
+    notes = list(m.notes)
+    if won:
+        used = ", ".join(won)
+        notes.append(f"--match-kubelet: given here, so the kubelet's are not used: {used}.")
+    for line in notes:
+        echo(f"cgalloc: {printable(line)}", err=True)
+    warn(m.warnings)
+    driver_flag = given.driver_flag
+    if driver_flag is None and "cgroup-driver" in m.flags:
+        driver_flag = "--cgroup-driver on the kubelet's command line"
+    return given._replace(
+        flags=flags,
+        config=given.config or m.config,
+        config_dir=given.config_dir or m.config_dir,
+        matched={**m.doc, "givenHere": won},
+        driver_flag=driver_flag,
+        endpoint=m.endpoint,
+    )
 
 
 CAPACITY_IS_PLANNED = (

@@ -50,6 +50,13 @@ UNSAFE_FILES = (
     "can change them ({what}); install-unit writes only where root alone can: correct the "
     "owner or mode, and run again."
 )
+EXAMPLES = (
+    "sudo cgalloc install-unit                      # setup --match-kubelet at every boot",
+    "sudo cgalloc install-unit --daemons kubelet,containerd -- --config \\",
+    "    /var/lib/kubelet/config.yaml --kube-reserved-cgroup /kube.slice",
+    "sudo cgalloc install-unit --root /mnt/image     # into an image being built",
+    "sudo cgalloc install-unit --uninstall",
+)
 
 
 def _setup_inputs(args: list[str]):

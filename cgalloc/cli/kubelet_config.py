@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import enum
+
 import typer
 
 from cgalloc.cli.inputs import NodeInputs
-from cgalloc.cli.options import output_option
-from cgalloc.cli.render import OutputFormat, dumps, emit, printable, warn
-from cgalloc.cli.signature import NodeInputsCommand, node_inputs
+from cgalloc.cli.optspec import Opt
+from cgalloc.cli.render import OutputFormat, dumps, echo, printable, warn
+from cgalloc.cli.signature import NodeInputsCommand, node_inputs, typer_option
 from cgalloc.inputs.fields import BY_CONFIG
 from cgalloc.inputs.validate import go_duration
 from cgalloc.model import naming
@@ -19,8 +21,30 @@ from cgalloc.model.nodeconfig import (
 )
 
 HELP = (
-    "Print the KubeletConfiguration fragment (YAML) and the equivalent kubelet flags for these "
-    "inputs, so the kubelet enforces exactly the tree setup created."
+    "Print the KubeletConfiguration fragment for these inputs, so the kubelet enforces exactly "
+    "the tree setup created: YAML (with the equivalent flags as comments), the same document "
+    "as JSON, or the kubelet flags one per line. Notes on fields without a flag (or flags "
+    "without a field) go to stderr."
+)
+
+
+class Format(str, enum.Enum):
+    """What kubelet-config prints."""
+
+    yaml = "yaml"
+    json = "json"
+    flags = "flags"
+
+
+OUTPUT = Opt(
+    "output", ("--output", "-o"), Format, Format.yaml,
+    "yaml (the fragment, with the equivalent flags as comments), json (the same document) or"
+    " flags (the kubelet flags, one per line).",
+)  # fmt: skip
+EXAMPLES = (
+    "cgalloc kubelet-config --kube-reserved cpu=500m,memory=1Gi --kube-reserved-cgroup /kube.slice",
+    "cgalloc kubelet-config --config /var/lib/kubelet/config.yaml -o json",
+    "cgalloc kubelet-config --kube-reserved cpu=500m,memory=1Gi -o flags >> kubelet.env",
 )
 
 
@@ -179,9 +203,8 @@ def fragment(cfg: NodeConfig) -> tuple[dict, list[str], list[str]]:
     return doc, flags, notes
 
 
-def _yaml(doc: dict, flags: list[str], notes: list[str]) -> str:
+def _yaml(doc: dict, flags: list[str]) -> str:
     head = ["# KubeletConfiguration matching the tree `cgalloc setup` creates for these inputs"]
-    head += [f"# NOTE: {n}" for n in notes]
     tail = ["# equivalent kubelet flags:", *(f"#   {f}" for f in flags)]
     return "\n".join([*head, dumps(doc, OutputFormat.yaml), *tail])
 
@@ -191,11 +214,14 @@ def register(app: typer.Typer) -> None:
 
     @app.command("kubelet-config", help=HELP, cls=NodeInputsCommand)
     @node_inputs
-    def kubelet_config(inputs: NodeInputs, output: OutputFormat = output_option()) -> None:
+    def kubelet_config(inputs: NodeInputs, output: Format = typer_option(OUTPUT)) -> None:
         cfg = inputs.load_config()
         warn([*enforcement_warnings(cfg), *naming.setup_refusals(naming.role_paths(cfg))])
         doc, flags, notes = fragment(cfg)
-        if output is OutputFormat.json:
-            emit({"config": doc, "flags": flags, "notes": notes}, output, str)
+        warn(notes, "note")
+        if output is Format.json:
+            echo(dumps(doc, OutputFormat.json))
+        elif output is Format.flags:
+            echo(printable("\n".join(flags)))
         else:
-            typer.echo(printable(_yaml(doc, flags, notes)))  # the flags' comment quotes names
+            echo(printable(_yaml(doc, flags)))  # the flags' comment quotes names

@@ -88,7 +88,7 @@ def echo(text: str, err: bool = False) -> None:
     typer.echo(text, err=err)
 
 
-def warn(messages: Sequence[str]) -> None:
-    """Warnings go to stderr so stdout stays machine-readable."""
+def warn(messages: Sequence[str], kind: str = "warning") -> None:
+    """Warnings (or notes, with ``kind``) go to stderr so stdout stays machine-readable."""
     for message in messages:
-        echo(f"cgalloc: warning: {printable(message)}", err=True)
+        echo(f"cgalloc: {kind}: {printable(message)}", err=True)

@@ -47,6 +47,13 @@ SETUP_HELP = (
     "change fails, every change is undone. Re-running with the same inputs writes nothing. "
     "--capacity plans another node type and is refused without --dry-run."
 )
+EXAMPLES = (
+    "cgalloc setup --match-kubelet --dry-run          # what would change, as the kubelet is set",
+    "sudo cgalloc setup --match-kubelet                # make it so",
+    "sudo cgalloc setup --config /var/lib/kubelet/config.yaml --kube-reserved-cgroup /kube.slice",
+    "sudo cgalloc setup --enforce pods,kube-reserved --kube-reserved cpu=500m,memory=1Gi \\",
+    "    --kube-reserved-cgroup /kube.slice -o json > setup-report.json",
+)
 # A terminal shows one redrawn progress line instead of one line per change above this many.
 COMPACT_PROGRESS = 20
 def _keyword(
@@ -117,7 +124,10 @@ def tree_options(command: Callable[..., object]) -> Callable[..., object]:
             help="Slices are transient systemd units made over D-Bus (as the kubelet makes "
             "them) and existing units carry the limits as unit properties; systemd then manages "
             "the cpu, cpuset, io, memory and pids controllers. auto = when the cgroup driver is "
-            "systemd and systemd is PID 1.",
+            "systemd and systemd is PID 1. With the cgroupfs driver, where systemd is PID 1, "
+            "systemd's own units (system.slice, a service) get the limits written in their "
+            "cgroups as unit properties too, or a daemon-reload would put their old values "
+            "back; no = never over D-Bus.",
         ),
     ]
     return add_options(command, "tree", params, lambda values: TreeOptions(**values))
@@ -200,6 +210,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         host: Host = ctx.obj
         cfg = inputs.load_config()
+        warn(inputs.check_drivers(cfg, refuse=True))  # refused unless --allow-driver-mismatch
         state = StateDir(state_dir, host.boot_id())
         if dry_run:
             p = preview(tree, cfg, host, state)
@@ -211,7 +222,7 @@ def register(app: typer.Typer) -> None:
                 else f"dry run: {count} changes planned, nothing written"
             )
             if not quiet:
-                doc = {"dryRun": True, "plan": p.to_json(), "writes": 0}
+                doc = {"dryRun": True, "plan": p.to_json(), "writes": 0, **inputs.document()}
                 report(doc, plan_lines(p, tree.dbus(cfg.cgroup_driver, host)), summary, output)
             require_no_refusals(p, force)
             return
@@ -225,16 +236,16 @@ def register(app: typer.Typer) -> None:
 
         run = setup(tree, cfg, host, state, force=force, warn=warn, before=before)
         if not quiet or run.cleaned.kept:  # kept is a failure: said even with --quiet
-            _report(run, output)
+            _report(run, output, inputs.document())
         if run.signo is not None:
             raise Interrupted(run.signo, late_signal(run))
         if run.cleaned.kept:
             raise typer.Exit(1)
 
 
-def _report(run: Setup, output: OutputFormat) -> None:
+def _report(run: Setup, output: OutputFormat, inputs_doc: dict) -> None:
     p, result, cleaned = run.plan, run.result, run.cleaned
-    doc = {"dryRun": False, "plan": p.to_json(), **result.to_json()}
+    doc = {"dryRun": False, "plan": p.to_json(), **result.to_json(), **inputs_doc}
     lines = [f"{a.describe(p.root)} (no longer wanted)" for a in cleaned.done]
     lines += [f"kept {k}" for k in cleaned.kept]
     if run.units is not None:

@@ -28,10 +28,12 @@ def add_options(
     command: Callable[..., object],
     name: str,
     params: Sequence[inspect.Parameter],
-    build: Callable[[dict[str, Any]], object],
+    build: Callable[..., object],
+    context: str | None = None,
 ) -> Callable[..., object]:
     """Replace ``command``'s parameter ``name`` by the keyword options ``params``; the command
-    gets ``build({param name: value})`` as ``name``. Decorators built on this stack."""
+    gets ``build({param name: value})`` as ``name`` (``build(values, ctx)`` with the
+    ``context`` parameter's value when one is named). Decorators built on this stack."""
     signature = inspect.signature(command)
     hints = typing.get_type_hints(command)
     kept = [
@@ -45,7 +47,8 @@ def add_options(
     @functools.wraps(command)
     def wrapper(*args: object, **kwargs: object) -> object:
         values = {n: kwargs.pop(n, None) for n in names}
-        return command(*args, **{name: build(values)}, **kwargs)
+        built = build(values) if context is None else build(values, kwargs.get(context))
+        return command(*args, **{name: built}, **kwargs)
 
     wrapper.__signature__ = signature.replace(parameters=every)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in every}
@@ -53,6 +56,11 @@ def add_options(
 
 
 def _parameter(opt: _Opt) -> inspect.Parameter:
+    if opt.switch:
+        option = typer.Option(False, *opt.decls, help=opt.help, rich_help_panel=_PANEL)
+        return inspect.Parameter(
+            opt.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=bool
+        )
     annotation = list[str] | None if opt.multiple else str | None
     option = typer.Option(
         None,
@@ -67,9 +75,30 @@ def _parameter(opt: _Opt) -> inspect.Parameter:
     )
 
 
+# The command's context, for a command without one of its own: the node inputs act on the
+# host the command does (ctx.obj). typer hands a context to one parameter only.
+_CONTEXT = "node_inputs_context"
+
+
 def node_inputs(command: Callable[..., object]) -> Callable[..., object]:
     """Give a typer command the shared node-input options as one ``inputs: NodeInputs``."""
-    return add_options(command, "inputs", [_parameter(opt) for opt in _OPTIONS], node_inputs_from)
+    hints = typing.get_type_hints(command)
+    own = next((name for name, hint in hints.items() if hint is typer.Context), None)
+    params = [_parameter(opt) for opt in _OPTIONS]
+    if own is None:
+        params.insert(
+            0,
+            inspect.Parameter(
+                _CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context
+            ),
+        )
+    context = own or _CONTEXT
+
+    def build(values: dict[str, Any], ctx: object) -> object:
+        ctx = values.pop(_CONTEXT, None) or ctx
+        return node_inputs_from(values, getattr(ctx, "obj", None))
+
+    return add_options(command, "inputs", params, build, context=context)
 
 
 def typer_option(opt: Opt) -> typer.models.OptionInfo:

@@ -3,13 +3,14 @@ in the shape of the kubelet's ``/stats/summary``."""
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from cgalloc.cli import stats_table
+from cgalloc.cli import StdoutError, stats_table
 from cgalloc.cli.inputs import NodeInputs
 from cgalloc.cli.options import CGROUPFS
 from cgalloc.cli.optspec import Opt
@@ -35,6 +36,12 @@ STATS_HELP = (
     " /stats/summary shape (with --watch: one JSON document per line; YAML documents separated"
     " by ---). --cgroupfs may also name a plain directory with the same layout (a copy of a"
     " tree). Read-only; works unprivileged.\n\n" + stats_table.COLUMNS_HELP
+)
+EXAMPLES = (
+    "cgalloc stats --config /var/lib/kubelet/config.yaml          # the tree against its limits",
+    "cgalloc stats --watch 5 --role kube-reserved,system-reserved",
+    "cgalloc stats -o json --interval 1           # in the shape of the kubelet's /stats/summary",
+    "cgalloc stats --watch 10 -o json | head -n 3   # one document per line",
 )
 
 
@@ -364,7 +371,14 @@ def run_stats(
             # while it holds, and again if it comes back after it stopped.
             fresh = warnings if view.redraw else [w for w in warnings if w not in shown]
             shown = warnings
-            _show(text, fresh)  # warnings after the frame, so a redraw cannot wipe them
+            try:
+                _show(text, fresh)  # warnings after the frame, so a redraw cannot wipe them
+            except StdoutError as exc:
+                if exc.errno != errno.EPIPE:
+                    raise
+                # the reader went away (`| head`): a watch ends there, as Unix tools do
+                sys.stdout = None
+                return
             done += 1
             if count and done >= count:
                 return

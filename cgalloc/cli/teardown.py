@@ -25,6 +25,10 @@ TEARDOWN_HELP = (
     "properties it set, remove the cgroups it created (only empty ones, deepest first) and "
     "disable the controllers it enabled. Exit 1 if something had to be kept."
 )
+EXAMPLES = (
+    "cgalloc teardown --dry-run          # what would be undone",
+    "sudo cgalloc teardown               # undo what setup recorded",
+)
 
 
 def _units(before: UnitRecord, after: UnitRecord) -> dict:
@@ -85,6 +89,8 @@ def register(app: typer.Typer) -> None:
         lines = [a.describe(cgroupfs) for a in result.done]
         lines += _unit_lines(units)
         lines += [f"kept {k}" for k in result.kept]
+        lines += [f"left {p}: not made by cgalloc (the kubelet's, say), left to its owner"
+                  for p in result.others]  # fmt: skip
         report({"dryRun": False, **result.to_json(), "systemd": units}, lines, summary, output,
                quiet and not result.kept)  # fmt: skip
         if result.kept:

@@ -20,6 +20,10 @@ VERIFY_HELP = (
     "in --state-dir) until setup undoes it. Reads only: it changes nothing and needs no "
     "privileges."
 )
+EXAMPLES = (
+    "cgalloc verify --config /var/lib/kubelet/config.yaml   # exit 0: in sync, 1: drift",
+    "cgalloc verify --config /var/lib/kubelet/config.yaml --static-pods -o json",
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -38,6 +42,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         host: Host = ctx.obj
         cfg = inputs.load_config()
+        warn(inputs.check_drivers(cfg))
         if cfg.capacity_overrides:
             warn([CAPACITY_IS_PLANNED])
         state = StateDir(state_dir, host.boot_id())
@@ -46,7 +51,7 @@ def register(app: typer.Typer) -> None:
         warn(state.notes)
         lines = [line for line, _ in found]
         summary = f"drift: {len(lines)} differences" if lines else "in sync: the tree matches"
-        doc = {"inSync": not lines, "drift": [item for _, item in found]}
+        doc = {"inSync": not lines, "drift": [item for _, item in found], **inputs.document()}
         report(doc, lines, summary, output, quiet and not lines)
         if lines:
             raise typer.Exit(1)

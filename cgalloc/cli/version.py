@@ -38,8 +38,8 @@ def version_lines() -> list[str]:
     return [
         f"cgalloc {cgalloc.__version__}",
         f"core: {loaded}",
-        f"kubelet: {DEFAULT_KUBELET_VERSION} by default"
-        f" (--kubelet-version: {', '.join(SUPPORTED_VERSIONS)})",
+        f"kubelet: {DEFAULT_KUBELET_VERSION} matched by default"
+        f" (--kubelet-version: {SUPPORTED_VERSIONS[0]} to {SUPPORTED_VERSIONS[-1]})",
         f"python: {platform.python_implementation()} {platform.python_version()}",
         f"libraries: {', '.join(_libraries()) or 'unknown (not installed)'}",
     ]

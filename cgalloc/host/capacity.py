@@ -1,9 +1,10 @@
 """This node's capacity, read the way the kubelet (through cAdvisor) sees it.
 
 cpu = CPUs both online and in this process's affinity; memory = MemTotal (BinarySI);
-ephemeral-storage = size of the filesystem holding the kubelet root dir; pid =
-min(pid_max, threads-max); hugepages-<size> = nr_hugepages × page size. The /proc and /sys
-roots are parameters so tests can point them at a fake tree.
+ephemeral-storage = size of the filesystem holding the kubelet root dir; pid = what the kubelet
+minor takes from kernel.pid_max and kernel.threads-max (both are read here; which counts is
+``versions.pid_capacity``'s decision); hugepages-<size> = nr_hugepages × page size. The /proc
+and /sys roots are parameters so tests can point them at a fake tree.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from cgalloc.model.resources import (
     PID,
     ResourceList,
 )
+from cgalloc.model.versions import DEFAULT_KUBELET_VERSION, pid_capacity
 
 
 def _read(path: str) -> str:
@@ -66,21 +68,27 @@ def filesystem_bytes(path: str) -> int:
     return st.f_blocks * st.f_frsize
 
 
-def max_pids(proc_root: str = "/proc") -> int:
-    """The kubelet's MaxPID (pkg/kubelet/stats/pidlimit/pidlimit_linux.go): the smaller of
-    kernel.pid_max and kernel.threads-max, or the one that can be read."""
-    values = []
-    paths = [os.path.join(proc_root, "sys/kernel", name) for name in ("pid_max", "threads-max")]
-    for path in paths:
+def pid_sysctls(proc_root: str = "/proc") -> tuple[int | None, int | None]:
+    """kernel.pid_max and kernel.threads-max, each None when it cannot be read as a number."""
+    values: list[int | None] = []
+    for name in ("pid_max", "threads-max"):
         try:
-            text = _read(path).strip()
+            text = _read(os.path.join(proc_root, "sys/kernel", name)).strip()
         except HostError:
-            continue
-        if text.isascii() and text.isdigit():
-            values.append(int(text))
-    if not values:
+            text = ""
+        values.append(int(text) if text.isascii() and text.isdigit() else None)
+    return values[0], values[1]
+
+
+def max_pids(proc_root: str = "/proc", kubelet_version: str = DEFAULT_KUBELET_VERSION) -> int:
+    """The kubelet's MaxPID (pkg/kubelet/stats/pidlimit/pidlimit_linux.go) at
+    ``kubelet_version``: from 1.24 the smaller of kernel.pid_max and kernel.threads-max, or the
+    one that can be read; before, kernel.pid_max. HostError when the kubelet would have none."""
+    pid = pid_capacity(kubelet_version, *pid_sysctls(proc_root))
+    if pid is None:
+        paths = [os.path.join(proc_root, "sys/kernel", n) for n in ("pid_max", "threads-max")]
         raise HostError(f"cannot read a number from {paths[0]} or {paths[1]}.")
-    return min(values)
+    return pid
 
 
 def hugepages(sys_root: str = "/sys") -> ResourceList:
@@ -110,20 +118,28 @@ def read_capacity(
     proc_root: str = "/proc",
     sys_root: str = "/sys",
     affinity: Iterable[int] | None = None,
+    kubelet_version: str = DEFAULT_KUBELET_VERSION,
 ) -> ResourceList:
-    """cpu, memory, ephemeral-storage, pid and hugepages-* of this node."""
+    """cpu, memory, ephemeral-storage, pid and hugepages-* of this node, as kubelet
+    ``kubelet_version`` counts them."""
     capacity: ResourceList = {
         CPU: Quantity.from_milli(len(online_cpus(sys_root, affinity)) * 1000),
         MEMORY: Quantity.from_int(mem_total_bytes(proc_root), BINARY_SI),
         EPHEMERAL_STORAGE: Quantity.from_int(filesystem_bytes(root_dir), BINARY_SI),
-        PID: Quantity.from_int(max_pids(proc_root)),
     }
+    sysctls = pid_sysctls(proc_root)
+    pid = pid_capacity(kubelet_version, *sysctls)
+    if pid is not None:
+        capacity[PID] = Quantity.from_int(pid)
+    elif sysctls == (None, None):
+        max_pids(proc_root, kubelet_version)  # raises: neither can be read
+    # else: a kubelet before 1.24 with pid_max unreadable has no pid capacity (MaxPID nil)
     capacity.update(hugepages(sys_root))
     return capacity
 
 
 def node_capacity(cfg: NodeConfig) -> ResourceList:
     """This host's capacity (read below ``cfg.root_dir``) with ``--capacity`` applied."""
-    capacity = read_capacity(cfg.root_dir)
+    capacity = read_capacity(cfg.root_dir, kubelet_version=cfg.kubelet_version)
     capacity.update(cfg.capacity_overrides)
     return capacity

@@ -45,6 +45,9 @@ class Host:
     # Whether a cgroup tree here is this node's: planned capacity (--capacity) must not be
     # written to it.
     is_this_node = True
+    # Where the node's own files are read (--match-kubelet: unit files, /proc, the kubelet's
+    # and the container runtime's configuration).
+    node_root = "/"
 
     def boot_id(self) -> str:
         return read_boot_id()
@@ -64,3 +67,19 @@ class Host:
     def privileged(self) -> bool:
         """Whether this process may change cgroups (root)."""
         return os.geteuid() == 0
+
+    def run_command(self, argv: list[str], timeout: float = 10.0) -> str | None:
+        """The standard output of ``argv`` (a program of the node: ``systemctl show``,
+        ``kubelet --version``), None when it cannot run, fails or takes longer than
+        ``timeout`` seconds."""
+        import subprocess
+
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
+        try:
+            done = subprocess.run(
+                argv, capture_output=True, text=True, errors="replace", timeout=timeout,
+                stdin=subprocess.DEVNULL, env=env, check=False,
+            )  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout if done.returncode == 0 else None

@@ -5,7 +5,10 @@ Layers, lowest first: the kubelet's defaults; a KubeletConfiguration file (``--c
 drop-in directory (``--config-dir``, every ``*.conf`` under it in the kubelet's walk order,
 merged field by field with JSON-merge-patch semantics: maps merge key by key, lists are
 replaced); the ``kubeletArguments`` of an OpenShift 3.x ``node-config.yaml``; and the
-command-line flags. Each flag layer replaces a field as a whole. Every problem of one run is
+command-line flags. Each flag layer replaces a field as a whole. The kubelet minor matched
+(``--kubelet-version``) decides the defaults (evictionHard), whether ``--config-dir`` exists and
+which config fields the files may hold (a field newer than the minor is dropped, as the
+kubelet's lenient decode drops it). Every problem of one run is
 collected and raised together as one :class:`InputError`, one sentence per problem naming the
 field and the accepted form."""
 
@@ -28,9 +31,11 @@ from cgalloc.inputs.openshift import node_config_layer
 from cgalloc.inputs.validate import (
     build,
 )
+from cgalloc.model.eviction import default_eviction_hard
 from cgalloc.model.nodeconfig import (
     NodeConfig,
 )
+from cgalloc.model.versions import DEFAULT_KUBELET_VERSION, has, normalise
 
 GATES = "feature-gates"
 
@@ -61,7 +66,19 @@ def load_node_config(
     """
     problems: list[str] = []
     values: dict[str, object] = dict(DEFAULTS)
-    _over(values, config_file_layer(config, config_dir, problems))
+    # the kubelet minor decides the defaults and which fields the files may hold; an
+    # unsupported value is refused in validation, and the files are read as the newest's
+    given = (flags or {}).get("kubelet-version")
+    version = (normalise(given[-1]) if given else None) or DEFAULT_KUBELET_VERSION
+    values["eviction-hard"] = default_eviction_hard(version)
+    if config_dir and not has(version, "config-dir"):
+        problems.append(
+            f"--config-dir: the kubelet {version} has no drop-in directory (--config-dir"
+            " arrived in 1.28 and refuses to start there); merge the drop-ins into --config"
+            " or match a kubelet of 1.28 or later."
+        )
+        config_dir = None
+    _over(values, config_file_layer(config, config_dir, problems, version))
     if node_config:
         _over(values, node_config_layer(node_config, problems))
     _over(values, flag_layer(flags or {}, problems))

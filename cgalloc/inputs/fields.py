@@ -94,6 +94,8 @@ FIELDS = (
         "str",
         "None or TieredReservation",
     ),
+    # 1.31+: true makes the kubelet refuse a cgroup v1 host (default true from 1.35)
+    Field("failCgroupV1", "fail-cgroupv1", "bool", "true or false"),
     Field(None, "experimental-allocatable-ignore-eviction", "bool", "true or false"),
     Field(None, "root-dir", "str", "an absolute directory path such as /var/lib/kubelet"),
     Field(
@@ -111,6 +113,15 @@ BY_CONFIG = {f.config: f for f in FIELDS if f.config}
 # Config-file fields the kubelet has no flag for (their "flag" is an internal key)
 CONFIG_ONLY = frozenset({"memory-reservation-policy"})
 KUBELET_FLAGS = frozenset(BY_FLAG) - {"capacity", "kubelet-version"} - CONFIG_ONLY
+# Settings a kubelet minor may lack: flag -> the ``versions.BEHAVIOURS`` row that brought it.
+# Before that minor the kubelet's lenient decode drops the config field (whatever its type:
+# DecodeKubeletConfiguration falls back to lenient decoding and logs a warning) and pflag
+# refuses the flag as unknown.
+SINCE = {
+    "cpu-manager-policy-options": "cpu-manager-policy-options",
+    "memory-reservation-policy": "memory-reservation-policy",
+    "fail-cgroupv1": "fail-cgroup-v1",
+}
 
 DEFAULTS: dict[str, object] = {
     "kube-reserved": {},
@@ -140,6 +151,7 @@ DEFAULTS: dict[str, object] = {
     "cpu-manager-policy": "none",
     "cpu-manager-policy-options": {},
     "memory-reservation-policy": "None",
+    "fail-cgroupv1": None,  # unset: the minor's default (versions.refuses_cgroup_v1)
     "kubelet-version": DEFAULT_KUBELET_VERSION,
 }
 

@@ -15,10 +15,12 @@ from cgalloc.inputs.fields import (
     CONFIG_API_VERSION,
     CONFIG_KIND,
     CONFIG_ONLY,
+    SINCE,
 )
 from cgalloc.inputs.loading import load_yaml_documents, read_bounded
 from cgalloc.inputs.thresholds import quote
-from cgalloc.model.eviction import DEFAULT_EVICTION_HARD
+from cgalloc.model.eviction import default_eviction_hard
+from cgalloc.model.versions import DEFAULT_KUBELET_VERSION, has
 
 MERGE_DEFAULT_EVICTION = "mergeDefaultEvictionSettings"
 
@@ -118,20 +120,29 @@ def _type_error(value: object, go_type: str) -> tuple[str, str] | None:
     return None if isinstance(value, expected) else (_json_kind(value), go_type)
 
 
-def _check_config_fields(doc: dict, path: str, problems: list[str]) -> None:
+def _known(name: str, version: str) -> bool:
+    """Whether KubeletConfiguration field ``name`` exists at kubelet ``version``."""
+    if name == MERGE_DEFAULT_EVICTION:
+        return has(version, "merge-default-eviction")
+    f = BY_CONFIG.get(name)
+    return f is None or f.flag not in SINCE or has(version, SINCE[f.flag])
+
+
+def _check_config_fields(doc: dict, path: str, problems: list[str], version: str) -> None:
     """Refuse what the kubelet's decoder refuses in the fields cgalloc reads.
 
     The kubelet decodes its config (YAML turned into JSON) with encoding/json semantics, so an
     unquoted number where a string belongs fails the whole file with ``failed to decode: json:
     cannot unmarshal number into Go struct field KubeletConfiguration.<field> of type <type>``
     (pkg/kubelet/kubeletconfig/util/codec/codec.go DecodeKubeletConfiguration). Every other
-    field is ignored.
+    field is ignored, and so is a field the kubelet ``version`` does not have yet: its lenient
+    decode drops it whatever its type.
     """
     for name, f in [*BY_CONFIG.items(), (MERGE_DEFAULT_EVICTION, None)]:
         value = doc.get(name)
-        # memoryReservationPolicy does not exist before 1.36 (dropped there, whatever its
-        # type); from 1.36 a value that is no option is refused when it is validated
-        if value is None or (f is not None and f.flag in CONFIG_ONLY):
+        # memoryReservationPolicy: from 1.36 a value that is no option is refused when it is
+        # validated
+        if value is None or (f is not None and f.flag in CONFIG_ONLY) or not _known(name, version):
             continue
         kind = f.kind if f else "bool"
         go_type = GO_INT_TYPES.get(name, GO_TYPES.get(kind, "string"))
@@ -176,18 +187,19 @@ def unmarshal_into(current: object, decoded: object) -> object:
     return out
 
 
-def _defaulted_eviction(doc: dict) -> dict:
-    """``doc`` with evictionHard as the kubelet's loadConfigFile leaves it.
+def _defaulted_eviction(doc: dict, version: str) -> dict:
+    """``doc`` with evictionHard as the kubelet ``version``'s loadConfigFile leaves it.
 
-    A main config file without evictionHard gets the default set (cmd/kubelet/app/server.go
-    loadConfigFile); one with ``mergeDefaultEvictionSettings: true`` keeps the default signals
-    it does not set; otherwise its partial map replaces the defaults.
+    A main config file without evictionHard gets that minor's default set (cmd/kubelet/app/
+    server.go loadConfigFile); from 1.33 one with ``mergeDefaultEvictionSettings: true`` keeps
+    the default signals it does not set; otherwise its partial map replaces the defaults.
     """
     hard = doc.get("evictionHard")
+    defaults = default_eviction_hard(version)
     if hard is None:
-        return {**doc, "evictionHard": dict(DEFAULT_EVICTION_HARD)}
-    if doc.get(MERGE_DEFAULT_EVICTION) is True:
-        return {**doc, "evictionHard": {**DEFAULT_EVICTION_HARD, **hard}}
+        return {**doc, "evictionHard": defaults}
+    if doc.get(MERGE_DEFAULT_EVICTION) is True and has(version, "merge-default-eviction"):
+        return {**doc, "evictionHard": {**defaults, **hard}}
     return doc
 
 
@@ -205,7 +217,10 @@ def _defaulted_zero(name: str, value: object) -> bool:
 
 
 def config_file_layer(
-    config: str | None, config_dir: str | None, problems: list[str]
+    config: str | None,
+    config_dir: str | None,
+    problems: list[str],
+    version: str = DEFAULT_KUBELET_VERSION,
 ) -> dict[str, object]:
     """Flag-keyed values from a KubeletConfiguration file and its drop-ins, defaults resolved.
 
@@ -223,7 +238,7 @@ def config_file_layer(
         ):
             return None
         before = len(problems)
-        _check_config_fields(doc, path, problems)
+        _check_config_fields(doc, path, problems, version)
         return doc if len(problems) == before else None
 
     merged: dict = {}
@@ -232,7 +247,7 @@ def config_file_layer(
         # loadConfigFile defaults the main file; drop-ins are merged in undefaulted
         merged = {k: v for k, v in main.items() if not _defaulted_zero(k, v)}
     if config or config_dir:
-        merged = _defaulted_eviction(merged)
+        merged = _defaulted_eviction(merged, version)
     if config_dir:
         loaded = merged
         dropins = within_total(dropin_files(config_dir, problems), config_dir, problems)
@@ -246,7 +261,7 @@ def config_file_layer(
     out: dict[str, object] = {}
     for name, f in BY_CONFIG.items():
         value = merged.get(name)
-        if value is None:
+        if value is None or not _known(name, version):
             continue
         # A null item decodes as its Go type's zero value (such a null is the main file's: the
         # merge patch removed every drop-in's): "" in a map[string]string or a []string, which

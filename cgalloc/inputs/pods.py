@@ -33,7 +33,15 @@ from typing import TYPE_CHECKING
 from cgalloc.errors import InputError
 from cgalloc.inputs.loading import load_yaml_documents, read_bounded
 from cgalloc.model import features
-from cgalloc.model.podresources import QOS_CLASSES, Container, Pod, PodCgroup, resource_config
+from cgalloc.model.podresources import (
+    QOS_CLASSES,
+    Container,
+    Pod,
+    PodCgroup,
+    as_read_by,
+    resource_config,
+    sidecar_refusal,
+)
 from cgalloc.model.podresources import with_defaults as pod_defaults
 from cgalloc.model.quantity import Quantity, QuantityError
 from cgalloc.model.resources import ResourceList, hugepage_size_bytes, is_hugepages
@@ -361,9 +369,13 @@ def pod_cgroups(pods: Sequence[Pod], cfg: NodeConfig, cgroup_v2: bool) -> list[P
     pod_level = features.enabled(cfg, "PodLevelResources")
     memory_qos = features.memory_qos_mode(cfg) if cgroup_v2 else "off"
     custom_period = features.enabled(cfg, "CustomCPUCFSQuotaPeriod")
+    sidecars = features.sidecar_mode(cfg)
+    refused = [r for r in (sidecar_refusal(pod, sidecars) for pod in pods) if r]
+    if refused:
+        raise InputError(refused)
     return [
         resource_config(
-            pod_defaults(pod, pod_level),
+            pod_defaults(as_read_by(pod, sidecars), pod_level),
             pod_level_resources=pod_level,
             enforce_cpu_limits=cfg.cpu_cfs_quota,
             cpu_period=cfg.cpu_cfs_quota_period,

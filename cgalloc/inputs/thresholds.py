@@ -66,7 +66,7 @@ def parse_threshold(signal: str, value: str) -> Threshold | None:
             )
         if math.isnan(percentage):
             # the kubelet takes it (NaN passes both range checks) and reserves an undefined
-            # amount (int64 of NaN); refused, as the README's table of differences says
+            # amount (int64 of NaN); refused, as docs/kubelet-compatibility.md says
             raise ThresholdError(
                 f"eviction threshold {signal} has percentage {quote(value)}, which is not a"
                 " number; use a percentage between 0% and 100%"

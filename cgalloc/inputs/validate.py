@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from cgalloc.inputs.fields import (
     BOOL_WORDS,
     BY_FLAG,
+    SINCE,
     Field,
 )
 from cgalloc.inputs.thresholds import ThresholdError, parse_threshold, quote
@@ -24,6 +25,7 @@ from cgalloc.model.nodeconfig import (
     DEFAULT_ROOT_DIR,
     ENFORCE_OPTIONS,
     RESERVABLE,
+    STRICT_CPU_RESERVATION,
     NodeConfig,
 )
 from cgalloc.model.quantity import MAX_BINARY_SI, Quantity, QuantityError
@@ -34,7 +36,7 @@ from cgalloc.model.resources import (
     hugepage_size_bytes,
     is_hugepages,
 )
-from cgalloc.model.versions import DEFAULT_KUBELET_VERSION, minor_tuple, normalise
+from cgalloc.model.versions import DEFAULT_KUBELET_VERSION, has, normalise, since
 
 ENFORCE_LABEL = "enforceNodeAllocatable (--enforce-node-allocatable)"
 
@@ -102,13 +104,34 @@ def _thresholds(values: Mapping[str, str], problems: list[str]) -> dict[str, Thr
     return out
 
 
-def _enforcement(values: Mapping[str, object], problems: list[str]) -> tuple[str, ...]:
-    """``ValidateKubeletConfiguration``'s enforceNodeAllocatable rules, plus the cgroup rules."""
+def _enforcement(
+    values: Mapping[str, object], version: str, problems: list[str]
+) -> tuple[str, ...]:
+    """``ValidateKubeletConfiguration``'s enforceNodeAllocatable rules, plus the cgroup rules,
+    as the kubelet ``version`` has them: the -compressible options from 1.32, the per-option
+    cgroupsPerQOS rule and the repeat check from 1.31 (before: one rule for any entry)."""
     enforce = list(values["enforce-node-allocatable"])  # type: ignore[call-overload]
+    with_compressible = has(version, "enforce-compressible")
+    options = [
+        o for o in ENFORCE_OPTIONS if with_compressible or not o.endswith("-compressible")
+    ]
+    per_option = has(version, "enforce-validation-per-option")
+    if not per_option and enforce and not values["cgroups-per-qos"]:
+        # v1.20.2 validation.go: `!kc.CgroupsPerQOS && len(kc.EnforceNodeAllocatable) > 0`
+        problems.append(
+            f"invalid configuration: {ENFORCE_LABEL} is not supported unless cgroupsPerQOS"
+            f" (--cgroups-per-qos) is set to true (the kubelet {version} refuses even"
+            ' "none"); set it to true or give an empty list (--enforce-node-allocatable=).'
+        )
+    if with_compressible:
+        valid = ", ".join(f'"{o}"' for o in options[:-1]) + ' or "none"'
+    else:  # v1.20.2: "Valid options are %q, %q, %q, or %q"
+        valid = ", ".join(f'"{o}"' for o in options[:-1]) + ', or "none"'
     seen: list[str] = []  # the valid options, once each
     listed: set[str] = set()
-    valid = ", ".join(f'"{o}"' for o in ENFORCE_OPTIONS[:-1]) + ' or "none"'
     for option in enforce:
+        if option in listed and not per_option:
+            continue  # before 1.31 a repeat passes: the kubelet holds the list as a set
         # a repeat is reported before anything else and checked no further, as upstream's loop
         # does, so "none,none" and "bogus,bogus" are named duplicates too
         if option in listed:
@@ -125,13 +148,18 @@ def _enforcement(values: Mapping[str, object], problems: list[str]) -> tuple[str
                     ' enforcements when "none" is specified; use "none" alone.'
                 )
             continue
-        if option not in ENFORCE_OPTIONS:
+        if option not in options:
+            later = (
+                f" (the -compressible options arrived in {since('enforce-compressible')})"
+                if option in ENFORCE_OPTIONS
+                else ""
+            )
             problems.append(
                 f"invalid configuration: option {quote(option)} specified for {ENFORCE_LABEL};"
-                f" valid options are {valid}."
+                f" valid options are {valid}{later}."
             )
             continue
-        if not values["cgroups-per-qos"]:
+        if per_option and not values["cgroups-per-qos"]:
             problems.append(
                 "invalid configuration: cgroupsPerQOS (--cgroups-per-qos) must be set to true"
                 f' when "{option}" contained in {ENFORCE_LABEL}; set it to true or enforce "none".'
@@ -145,11 +173,15 @@ def _enforcement(values: Mapping[str, object], problems: list[str]) -> tuple[str
                 f" together in {ENFORCE_LABEL}; choose one of them."
             )
         cgroup = BY_FLAG[f"{kind}-reserved-cgroup"]
+        named = (
+            f'"{full}" or "{compressible}" included'
+            if with_compressible
+            else f"'{full}' contained"  # v1.20.2's wording
+        )
         if (full in seen or compressible in seen) and not values[cgroup.flag]:
             problems.append(
                 f"invalid configuration: {cgroup.label} must be specified when"
-                f' "{full}" or "{compressible}" included in {ENFORCE_LABEL};'
-                f" give {cgroup.form} such as /{kind}.slice."
+                f" {named} in {ENFORCE_LABEL}; give {cgroup.form} such as /{kind}.slice."
             )
     return tuple(seen) if "none" not in enforce else ()
 
@@ -276,10 +308,15 @@ def _strings(values: Mapping[str, object], problems: list[str]) -> None:
 
 
 def _cpu_manager(
-    values: Mapping[str, object], kube: ResourceList, system: ResourceList, problems: list[str]
+    values: Mapping[str, object],
+    kube: ResourceList,
+    system: ResourceList,
+    version: str,
+    problems: list[str],
 ) -> tuple[str, dict[str, str]]:
     """The CPU manager policy and options, refused where the kubelet's cpumanager.NewManager
-    refuses them (pkg/kubelet/cm/cpumanager/cpu_manager.go, policy_none.go, policy_options.go)."""
+    refuses them (pkg/kubelet/cm/cpumanager/cpu_manager.go, policy_none.go, policy_options.go),
+    with the options the kubelet ``version`` has."""
     policy = str(values["cpu-manager-policy"])
     options: dict[str, str] = values["cpu-manager-policy-options"]  # type: ignore[assignment]
     f = BY_FLAG["cpu-manager-policy"]
@@ -287,6 +324,13 @@ def _cpu_manager(
         problems.append(f'{f.label}: unknown policy: "{policy}"; use {f.form}.')
         return policy, options
     opt = BY_FLAG["cpu-manager-policy-options"]
+    if options and not has(version, SINCE[opt.flag]):
+        # the config file's field was dropped when it was read: these came from a flag
+        problems.append(
+            f"--{opt.flag}: the kubelet {version} has no such flag (policy options arrived in"
+            f" {since(SINCE[opt.flag])}); leave it out or match a newer kubelet."
+        )
+        return policy, {}
     if policy == "none":
         if options:
             shown = " ".join(f"{k}:{v}" for k, v in sorted(options.items()))
@@ -296,7 +340,13 @@ def _cpu_manager(
             )
         return policy, options
     for name, value in options.items():
-        if name not in CPU_MANAGER_OPTIONS:
+        if name == STRICT_CPU_RESERVATION and not has(version, "strict-cpu-reservation"):
+            problems.append(
+                f"{opt.label}: unsupported cpumanager option: {quote(name)} ({value}); the"
+                f" kubelet {version} has no such option (it arrived in"
+                f" {since('strict-cpu-reservation')})."
+            )
+        elif name not in CPU_MANAGER_OPTIONS:
             problems.append(
                 f"{opt.label}: unsupported cpumanager option: {quote(name)} ({value}); use"
                 f" one of {', '.join(CPU_MANAGER_OPTIONS)}."
@@ -365,9 +415,10 @@ def go_duration(nanos: int) -> str:
 
 
 def _cfs_period(
-    values: Mapping[str, object], gates: Mapping[str, bool], problems: list[str]
+    values: Mapping[str, object], gates: Mapping[str, bool], version: str, problems: list[str]
 ) -> int:
-    """cpuCFSQuotaPeriod in µs, with ``ValidateKubeletConfiguration``'s two rules."""
+    """cpuCFSQuotaPeriod in µs, with ``ValidateKubeletConfiguration``'s two rules: with the
+    gate, from 1ms to 1s (1.26 on), from 1µs to 1s before."""
     f = BY_FLAG["cpu-cfs-quota-period"]
     text = str(values["cpu-cfs-quota-period"])
     try:
@@ -383,9 +434,15 @@ def _cfs_period(
             " CustomCPUCFSQuotaPeriod; enable CustomCPUCFSQuotaPeriod in featureGates or use"
             " 100ms."
         )
-    elif custom and not 10**6 <= nanos <= 10**9:
+    elif custom and has(version, "cfs-period-min-1ms") and not 10**6 <= nanos <= 10**9:
         problems.append(
             f"invalid configuration: {f.label} {shown} must be between 1ms and 1sec, inclusive."
+        )
+    elif custom and not has(version, "cfs-period-min-1ms") and not 10**3 <= nanos <= 10**9:
+        # v1.20.2: IsInRange(period, int(1*time.Microsecond), int(time.Second))
+        problems.append(
+            f"invalid configuration: {f.label} {shown} must be between 1usec and 1sec,"
+            " inclusive."
         )
     return nanos // 1000
 
@@ -433,19 +490,19 @@ def build(
                     " hugepages-1Gi."
                 )
     thresholds = _thresholds(mapping("eviction-hard"), problems)
-    enforce = _enforcement(values, problems)
+    # an unsupported --kubelet-version is refused in _strings; the rest is checked at the default
+    version = normalise(str(values["kubelet-version"])) or DEFAULT_KUBELET_VERSION
+    enforce = _enforcement(values, version, problems)
     cpus = _reserved_cpus(values, overrides, online_cpus, problems)
     qos = _qos_reserved(mapping("qos-reserved"), problems)
     _strings(values, problems)
     gates: dict[str, bool] = values["feature-gates"]  # type: ignore[assignment]
     label = BY_FLAG["feature-gates"].label
-    # an unsupported --kubelet-version is refused in _strings; gates are checked at the default
-    version = normalise(str(values["kubelet-version"])) or DEFAULT_KUBELET_VERSION
     problems += [
         f"{label}: {p}; expected {features.FORM}." for p in features.check_gates(gates, version)
     ]
-    period = _cfs_period(values, gates, problems)
-    policy, options = _cpu_manager(values, kube, system, problems)
+    period = _cfs_period(values, gates, version, problems)
+    policy, options = _cpu_manager(values, kube, system, version, problems)
     reservation = _memory_reservation_policy(values, gates, version, problems)
     if problems:
         return None
@@ -473,12 +530,28 @@ def build(
         pods_per_core=int(values["pods-per-core"]),  # type: ignore[call-overload]
         cpu_manager_policy=policy,
         cpu_manager_policy_options=options,
-        kubelet_version=normalise(str(values["kubelet-version"])) or DEFAULT_KUBELET_VERSION,
+        kubelet_version=version,
         kubelet_cgroups=str(values["kubelet-cgroups"]),
         runtime_cgroups=str(values["runtime-cgroups"]),
         system_cgroups=str(values["system-cgroups"]),
         memory_reservation_policy=reservation,
+        fail_cgroup_v1=_fail_cgroup_v1(values, version, problems),
     )
+
+
+def _fail_cgroup_v1(
+    values: Mapping[str, object], version: str, problems: list[str]
+) -> bool | None:
+    """failCgroupV1 (--fail-cgroupv1) as given; a file's field is dropped before 1.31, when
+    it is read, so a value here before 1.31 came from a flag the kubelet does not have."""
+    value = values["fail-cgroupv1"]
+    if value is not None and not has(version, "fail-cgroup-v1"):
+        problems.append(
+            f"--fail-cgroupv1: the kubelet {version} has no such flag (failCgroupV1 arrived in"
+            f" {since('fail-cgroup-v1')}); leave it out or match a newer kubelet."
+        )
+        return None
+    return value  # type: ignore[return-value]
 
 
 MEMORY_RESERVATION_POLICIES = ("None", "TieredReservation")
@@ -490,7 +563,7 @@ def _memory_reservation_policy(
     """memoryReservationPolicy with ValidateKubeletConfiguration's two rules (1.36+); before
     1.36 the field does not exist and the kubelet's lenient decode drops it."""
     text = str(values["memory-reservation-policy"])
-    if minor_tuple(version) < (1, 36):
+    if not has(version, "memory-reservation-policy"):
         return "None"
     f = BY_FLAG["memory-reservation-policy"]
     if text not in MEMORY_RESERVATION_POLICIES:

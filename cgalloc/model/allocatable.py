@@ -35,6 +35,7 @@ from cgalloc.model.resources import (
     is_hugepages,
     subtract_clamped,
 )
+from cgalloc.model.versions import has
 
 # What a reserved cgroup's limits hold (getCgroupConfigInternal); ephemeral-storage has no cgroup.
 FULL_RESOURCES = (CPU, MEMORY, PID)
@@ -234,8 +235,11 @@ def cpu_sets(cfg: NodeConfig, cpus: frozenset[int]) -> CpuSets:
     no cpuset there and instead keeps containers' cpusets within its shared pool, which with
     strict-cpu-reservation leaves out the reserved CPUs (cpumanager/policy_static.go). cgalloc
     expresses that last rule on kubepods itself, so pods stay off the reserved CPUs.
+    Before 1.32 (``versions`` row kubepods-cpuset) getCgroupConfig sets no cpuset at all.
     """
     if cfg.cpu_manager_policy != "static":
+        if not has(cfg.kubelet_version, "kubepods-cpuset"):
+            return CpuSets("none", None, None)
         return CpuSets("none", cpus, cpus)
     if not cfg.strict_cpu_reservation:
         return CpuSets("static", None, None)

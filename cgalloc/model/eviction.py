@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from cgalloc.model.quantity import BINARY_SI, Quantity
 from cgalloc.model.resources import EPHEMERAL_STORAGE, MEMORY, ResourceList
+from cgalloc.model.versions import has
 
 KNOWN_SIGNALS = (
     "memory.available",
@@ -25,8 +26,9 @@ KNOWN_SIGNALS = (
     "allocatableMemory.available",
 )
 
-# The kubelet's Linux default (pkg/kubelet/eviction/defaults_linux.go DefaultEvictionHard; the
-# fifth signal since kubernetes#121834, in every supported minor).
+# The kubelet's Linux default of the newest minor (pkg/kubelet/eviction/defaults_linux.go
+# DefaultEvictionHard); imagefs.inodesFree is there from 1.30 (kubernetes#121834):
+# default_eviction_hard gives each minor's.
 DEFAULT_EVICTION_HARD: dict[str, str] = {
     "memory.available": "100Mi",
     "nodefs.available": "10%",
@@ -34,6 +36,15 @@ DEFAULT_EVICTION_HARD: dict[str, str] = {
     "imagefs.available": "15%",
     "imagefs.inodesFree": "5%",
 }
+
+
+def default_eviction_hard(version: str) -> dict[str, str]:
+    """DefaultEvictionHard of kubelet ``version``: before 1.30 without imagefs.inodesFree
+    (v1.20.2 pkg/kubelet/apis/config/v1beta1/defaults_linux.go)."""
+    if has(version, "eviction-imagefs-inodes"):
+        return dict(DEFAULT_EVICTION_HARD)
+    return {k: v for k, v in DEFAULT_EVICTION_HARD.items() if k != "imagefs.inodesFree"}
+
 
 # hardEvictionReservation: only these signals lower Allocatable, each from one resource.
 RESERVING_SIGNALS: dict[str, str] = {

@@ -81,6 +81,8 @@ class NodeConfig(NamedTuple):
     kubelet_version: str = DEFAULT_KUBELET_VERSION
     # MemoryQoS's memoryReservationPolicy (1.36+, config file only): None or TieredReservation
     memory_reservation_policy: str = "None"
+    # failCgroupV1 as given (1.31+); None: the minor's default (versions.refuses_cgroup_v1)
+    fail_cgroup_v1: bool | None = None
     # where the kubelet, the runtime and the other system daemons run (kubeletCgroups, ...)
     kubelet_cgroups: str = ""
     runtime_cgroups: str = ""

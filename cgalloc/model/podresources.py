@@ -15,7 +15,7 @@ Pure: no I/O. Each function names the upstream code it follows:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from cgalloc.model.limits import (
@@ -98,6 +98,35 @@ def _any_supported(rl: Mapping[str, Quantity] | None) -> bool:
 def pod_level_set(pod: Pod) -> bool:
     """``IsPodLevelResourcesSet``."""
     return _any_supported(pod.pod_requests) or _any_supported(pod.pod_limits)
+
+
+# ---------------------------------------------------------------- the kubelet's minor
+
+
+def as_read_by(pod: Pod, sidecars: str) -> Pod:
+    """``pod`` as a kubelet with ``sidecars`` (:func:`features.sidecar_mode`) decodes it: before
+    1.28 core/v1 Container has no restartPolicy, so a sidecar is a plain init container (v1.20.2
+    PodRequestsAndLimits takes the max of the init containers)."""
+    if sidecars != "unknown" or not any(c.restartable for c in pod.init_containers):
+        return pod
+    inits = tuple(replace(c, restartable=False) for c in pod.init_containers)
+    return replace(pod, init_containers=inits)
+
+
+def sidecar_refusal(pod: Pod, sidecars: str) -> str | None:
+    """The kubelet's admission refusal of a pod with a sidecar while the SidecarContainers gate
+    is off (pkg/kubelet/lifecycle/predicate.go, InitContainerRestartPolicyForbidden)."""
+    if sidecars != "rejected":
+        return None
+    names = [c.name for c in pod.init_containers if c.restartable]
+    if not names:
+        return None
+    return (
+        f"pod {pod.name}: init container {names[0]} has restartPolicy Always and the"
+        " SidecarContainers gate is off, so the kubelet rejects the pod"
+        " (InitContainerRestartPolicyForbidden) and makes no cgroup for it; enable the gate"
+        " (on by default from 1.29) or drop the restartPolicy."
+    )
 
 
 # ---------------------------------------------------------------- API defaulting

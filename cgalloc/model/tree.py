@@ -21,7 +21,7 @@ from cgalloc.model.naming import (
     reserved_path,
 )
 from cgalloc.model.resources import BESTEFFORT, BURSTABLE, GUARANTEED, MEMORY, add, subtract_clamped
-from cgalloc.model.versions import minor_tuple
+from cgalloc.model.versions import has
 
 # The planning functions below import limits themselves: stats and
 # kubelet-config use only the naming half of this module and should not pay for those.
@@ -232,8 +232,8 @@ def _tier_protection(
     node_container_manager_linux.go enforceNodeAllocatableCgroups; G and B are the Guaranteed
     and Burstable pods' memory requests):
 
-    - before 1.36, with the gate: kubepods memory.min = G+B and burstable memory.min = B, each
-      only when above 0; without it nothing.
+    - 1.22 (the gate's first minor) to 1.35, with the gate: kubepods memory.min = G+B and
+      burstable memory.min = B, each only when above 0; without it nothing.
     - 1.36 TieredReservation: kubepods memory.min = G+B, burstable memory.low = B, 0 written
       too; policy None: both 0; gate off: nothing.
     - 1.37 and later, TieredReservation: as 1.36 and kubepods memory.low = B (the burstable
@@ -250,7 +250,7 @@ def _tier_protection(
             {"memory_min": guaranteed} if guaranteed > 0 else {},
             {"memory_min": burstable} if burstable > 0 else {},
         )
-    since_137 = minor_tuple(cfg.kubelet_version) >= (1, 37)
+    since_137 = has(cfg.kubelet_version, "memory-qos-beta")
     if mode == "tiered":
         kube = {"memory_min": guaranteed, **({"memory_low": burstable} if since_137 else {})}
         return kube, {"memory_low": burstable}

@@ -21,19 +21,19 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple, NoReturn
 
-from cgalloc.errors import CgallocError, HostError, InputError, Interrupted
+from cgalloc.errors import SIGNALS, CgallocError, HostError, InputError, Interrupted
 from cgalloc.host import core
 from cgalloc.host.machine import Host, KernelHooks
 from cgalloc.host.systemd import Systemd, SystemdError
 from cgalloc.model.hierarchy import cgroup_file
+from cgalloc.model.naming import KUBEPODS, SLICE_SUFFIX
 from cgalloc.ops.plan import Action, LiveTree, Plan, cgroup_depth, read_file, undo_actions
 from cgalloc.ops.state import Record, StateDir
 from cgalloc.ops.units import SystemdUnits, UnitRecord, reset_properties, stale_units, wire_props
 from cgalloc.ops.units import undo as undo_units
 
-# The signals that stop setup with a rollback: Ctrl-C, a service manager's stop, a closed
-# terminal. SIGKILL cannot be handled: the journal covers it (the next run folds it in).
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# SIGNALS stop setup with a rollback. SIGKILL cannot be handled: the journal covers it (the
+# next run folds it in).
 
 
 def signal_name(signo: int) -> str:
@@ -93,6 +93,9 @@ class Result:
     done: list[Action] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)  # teardown: what it left, and why
     left: int = 0  # converge: the changes a signal left for the next run (still recorded)
+    # teardown: cgroups below those cgalloc made that something else (the kubelet's
+    # libcontainer, in hierarchies cgalloc does not manage) made, left to their owner
+    others: list[str] = field(default_factory=list)
 
     @property
     def writes(self) -> int:
@@ -106,7 +109,10 @@ class Result:
     def to_json(self) -> dict:
         """The result as the report has it."""
         done = [a.to_json(self.root) for a in self.done]
-        return {"writes": self.writes, "done": done, "kept": list(self.kept)}
+        out = {"writes": self.writes, "done": done, "kept": list(self.kept)}
+        if self.others:
+            out["othersLeft"] = list(self.others)
+        return out
 
 
 class Roots:
@@ -436,6 +442,8 @@ def _rollback(
 
 # ---------------------------------------------------------------- teardown
 
+KUBEPODS_SLICE = KUBEPODS + SLICE_SUFFIX
+
 
 def _has_procs(mount: str, path: str) -> bool:
     return bool((read_file(mount, path, "cgroup.procs") or "").strip())
@@ -527,29 +535,55 @@ def check_managed(root: str, record: Record, units: UnitRecord | None = None) ->
         )
 
 
-def _restore_values(
-    root: str, record: Record, roots: Roots, host, result: Result
-) -> dict[tuple[str, str, str], str]:
-    """Write back every original value in ``record.changed``; what fails stays, in ``kept``
-    (returned too: message per file)."""
-    failed = {}
+class Step(NamedTuple):
+    """One thing teardown does with a record entry: ``action`` made, or kept because ``why``."""
+
+    action: Action
+    why: str = ""  # the reason it is kept; "" when the action is made
+
+
+def restore_steps(root: str, record: Record) -> list[Step]:
+    """The values teardown writes back: each recorded original whose file still exists and
+    does not hold it (a file gone with its cgroup or controller has nothing to restore)."""
+    steps = []
     for (mount, path, file), original in sorted(record.changed.items()):
         if not os.path.isdir(os.path.join(mount, path)):
-            del record.changed[(mount, path, file)]
             continue
         current = read_file(mount, path, file)
-        action = Action("write", mount, path, file, current, original or "\n", cgroup=path)
-        try:
-            if current is None or current != original:
-                _write(roots, mount, cgroup_file(path, file), original or "\n", host.kernel)
-                result.done.append(action)
-            del record.changed[(mount, path, file)]
-        except OSError as exc:
-            failed[(mount, path, file)] = (
-                f"{action.where(root)}: restoring {original!r} failed: {_reason(exc)}"
-            )
-            result.kept.append(failed[(mount, path, file)])
-    return failed
+        if current is not None and current != original:
+            steps.append(Step(Action("restore", mount, path, file, current, original, path)))
+    return steps
+
+
+KEPT_PROCS = "it still has processes"
+KEPT_CHILD = "a cgroup below it is kept"  # its rmdir would fail (EBUSY)
+
+
+def _kept_below(mount: str, path: str, kept: set[tuple[str, str]]) -> bool:
+    return any(m == mount and p.startswith(path + "/") for m, p in kept)
+
+
+def removal_steps(root: str, record: Record) -> list[Step]:
+    """The cgroups teardown removes (deepest first, each existing one without processes or a
+    kept cgroup below it) and the controllers it disables in cgroups it did not create."""
+    steps = []
+    kept: set[tuple[str, str]] = set()
+    for mount, path in _deepest_first(record.created):
+        if not os.path.isdir(os.path.join(mount, path)):
+            continue
+        action = Action("rmdir", mount, path, cgroup=path)
+        why = KEPT_CHILD if _kept_below(mount, path, kept) else ""
+        why = why or (KEPT_PROCS if _has_procs(mount, path) else "")
+        if why:
+            kept.add((mount, path))
+        steps.append(Step(action, why))
+    for mount, path in _deepest_first(record.enabled):
+        if (mount, path) in record.created or not os.path.isdir(os.path.join(mount, path)):
+            continue  # a created cgroup kept is kept with its controllers
+        value = " ".join("-" + c for c in sorted(record.enabled[(mount, path)]))
+        disable = Action("enable", mount, path, "cgroup.subtree_control", None, value, path)
+        steps.append(Step(disable))
+    return steps
 
 
 def _deepest_first(created) -> list[tuple[str, str]]:
@@ -559,40 +593,110 @@ def _deepest_first(created) -> list[tuple[str, str]]:
 
 def preview_teardown(root: str, record: Record) -> tuple[list[str], int]:
     """What ``teardown`` would do with ``record``, one line each, reading only: the same
-    refusal of a tampered record and the same conditions as the real run. Also returns how
-    many of the lines are cgroups it would keep (no change)."""
+    refusal of a tampered record and the same rules (:func:`restore_steps`,
+    :func:`removal_steps`). Also returns how many of the lines are kept (no change)."""
     check_managed(root, record)
-    lines = []
-    for (mount, path, file), original in sorted(record.changed.items()):
-        if not os.path.isdir(os.path.join(mount, path)):
+    steps = restore_steps(root, record) + removal_steps(root, record)
+    lines = [_step_line(s, root) for s in steps]
+    return lines, sum(bool(s.why) for s in steps)
+
+
+def _step_line(step: Step, root: str) -> str:
+    """A step as teardown reports it once made, or why it is kept."""
+    if step.why:
+        return f"keep {step.action.where(root)}: {step.why}"
+    return step.action.describe(root)
+
+
+def _restore_values(
+    root: str, record: Record, roots: Roots, host, result: Result, signals: SignalGuard
+) -> dict[tuple[str, str, str], str]:
+    """Write back every original value :func:`restore_steps` names; what fails stays, in
+    ``kept`` (returned too: message per file). Entries of cgroups gone are forgotten."""
+    for key in [k for k in record.changed if not os.path.isdir(os.path.join(*k[:2]))]:
+        del record.changed[key]
+    failed = {}
+    done: set[tuple[str, str, str]] = set()
+    steps = restore_steps(root, record)
+    for step in steps:
+        if signals.signo is not None:
+            break
+        a = step.action
+        key = (a.mount, a.path, a.file)
+        try:
+            # an empty value cannot be written as zero bytes; a newline clears the same way
+            _write(roots, a.mount, cgroup_file(a.path, a.file), a.new or "\n", host.kernel)
+        except OSError as exc:
+            if _inherit_cpuset(roots, a, exc, host.kernel):
+                result.done.append(a._replace(new=f"(its parent's: {_parent_effective(a)})"))
+                done.add(key)
+                continue
+            original = record.changed[key]
+            failed[key] = f"{a.where(root)}: restoring {original!r} failed: {_reason(exc)}"
+            result.kept.append(failed[key])
             continue
-        current = read_file(mount, path, file)
-        # a file gone with its controller cannot be written back: teardown forgets it
-        # (_forget_vanished), the cgroup being as it was
-        if current is not None and current != original:
-            where = Action("write", mount, path, file).where(root)
-            lines.append(f"restore {where}: {current} -> {original or '(empty)'}")
-    kept: set[tuple[str, str]] = set()
-    for mount, path in _deepest_first(record.created):
-        if not os.path.isdir(os.path.join(mount, path)):
-            continue
-        where = Action("mkdir", mount, path).where(root)
-        if _has_procs(mount, path):
-            kept.add((mount, path))
-            lines.append(f"keep {where}: it still has processes")
-        elif any(m == mount and p.startswith(path + "/") for m, p in kept):
-            # rmdir of a cgroup with a child left fails (EBUSY): the real run keeps it too
-            kept.add((mount, path))
-            lines.append(f"keep {where}: a cgroup below it is kept")
-        else:
-            lines.append(f"rmdir {where}")
-    for mount, path in _deepest_first(record.enabled):
-        if (mount, path) in record.created or not os.path.isdir(os.path.join(mount, path)):
-            continue
-        controllers = record.enabled[(mount, path)]
-        where = Action("mkdir", mount, path).where(root)
-        lines.append(f"disable {' '.join(sorted(controllers))} in {where}")
-    return lines, len(kept)
+        result.done.append(a)
+        done.add(key)
+    # what holds its original already needs nothing more; what a signal left stays recorded
+    wanted = {(s.action.mount, s.action.path, s.action.file) for s in steps}
+    for key in list(record.changed):
+        if key in done or key not in wanted:
+            del record.changed[key]
+    return failed
+
+
+def _parent_effective(a: Action) -> str | None:
+    """The parent's effective CPUs or memory nodes of ``a``'s cpuset file."""
+    parent = os.path.dirname(a.path)
+    return read_file(a.mount, parent, a.file.replace(".cpus", ".cpus.effective").replace(
+        ".mems", ".mems.effective"))
+
+
+def _inherit_cpuset(roots: Roots, a: Action, exc: OSError, kernel) -> bool:
+    """An empty cpuset.cpus/mems the kernel refuses to put back (ENOSPC: a populated cpuset
+    cannot go empty, kernel/cgroup/cpuset.c validate_change): write the parent's effective set
+    instead, which is what empty meant, and say so. False where that is not the case."""
+    if a.new or a.file not in ("cpuset.cpus", "cpuset.mems") or exc.errno != errno.ENOSPC:
+        return False
+    inherited = _parent_effective(a)
+    if not inherited:
+        return False
+    try:
+        _write(roots, a.mount, cgroup_file(a.path, a.file), inherited, kernel)
+    except OSError:
+        return False
+    return True
+
+
+def others_left(root: str, created: set[tuple[str, str]], host: Host) -> list[str]:
+    """Every cgroup at or below the kubepods cgalloc made (in ``created``, what the record
+    held) that is still there, in any hierarchy mounted below ``root``: the kubelet's
+    libcontainer makes the pods' cgroups in controllers cgalloc does not manage too, and they
+    are the kubelet's to remove. Relative to root. (Only kubepods: a reserved cgroup such as
+    system.slice is systemd's in the hierarchies cgalloc leaves alone.)"""
+    from cgalloc.host.cgroupfs import detect
+
+    try:
+        h = detect(root, host.mountinfo)
+    except HostError:
+        return []
+    mounts = sorted({*h.v1_mounts.values(), *([h.unified] if h.unified else [])})
+    paths = {p for _m, p in created if p}
+    tops = sorted(
+        p for p in paths
+        if os.path.dirname(p) not in paths and os.path.basename(p) in (KUBEPODS, KUBEPODS_SLICE)
+    )
+    out = []
+    for mount in mounts:
+        for top in tops:
+            start = os.path.join(mount, top)
+            if not os.path.isdir(start) or os.path.islink(start):
+                continue
+            for dirpath, dirs, _files in os.walk(start):
+                dirs.sort()
+                dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(dirpath, d))]
+                out.append(os.path.relpath(dirpath, root))
+    return out
 
 
 def _forget_vanished(record: Record, failed: dict, result: Result) -> None:
@@ -605,50 +709,59 @@ def _forget_vanished(record: Record, failed: dict, result: Result) -> None:
             result.kept.remove(message)
 
 
-def _forget_cgroup(record: Record, mount: str, path: str) -> None:
-    """A cgroup that is gone takes its files with it."""
-    record.created.discard((mount, path))
-    record.written = {k for k in record.written if k[:2] != (mount, path)}
-
-
-def _remove_created(root: str, record: Record, roots: Roots, host, result: Result) -> None:
-    """Remove the empty cgroups ``record`` says cgalloc created (deepest first) and disable the
-    controllers it enabled; what cannot be undone stays in the record, listed in ``kept``."""
+def _remove_created(
+    root: str, record: Record, roots: Roots, host, result: Result, signals: SignalGuard
+) -> None:
+    """Make :func:`removal_steps`: remove the cgroups cgalloc created and disable the
+    controllers it enabled; what cannot be undone stays in the record, listed in ``kept``.
+    The rules are evaluated as the changes are made: a cgroup's rmdir is tried, and only a
+    refusal (EBUSY) reads whether it has processes."""
+    kept: set[tuple[str, str]] = set()
+    gone: set[tuple[str, str]] = set()
     for mount, path in _deepest_first(record.created):
-        where = Action("mkdir", mount, path).where(root)
-        if not os.path.isdir(os.path.join(mount, path)):
-            _forget_cgroup(record, mount, path)
-            continue
-        if _has_procs(mount, path):
-            result.kept.append(f"{where}: kept, it still has processes")
+        if signals.signo is not None:
+            break
+        a = Action("rmdir", mount, path, cgroup=path)
+        if _kept_below(mount, path, kept):
+            kept.add((mount, path))
+            result.kept.append(f"{a.where(root)}: kept, {KEPT_CHILD}")
             continue
         try:
             if host.kernel is not None:
                 host.kernel.before_rmdir(mount, path)
             roots[mount].rmdir(path)
         except OSError as exc:
-            result.kept.append(f"{where}: kept, rmdir failed: {_reason(exc)}")
+            if exc.errno == errno.ENOENT:
+                gone.add((mount, path))  # removed already: nothing to do
+                continue
+            kept.add((mount, path))
+            busy = exc.errno == errno.EBUSY and _has_procs(mount, path)
+            why = KEPT_PROCS if busy else f"rmdir failed: {_reason(exc)}"
+            result.kept.append(f"{a.where(root)}: kept, {why}")
             continue
-        _forget_cgroup(record, mount, path)
-        result.done.append(Action("rmdir", mount, path, cgroup=path))
+        gone.add((mount, path))
+        result.done.append(a)
     for mount, path in _deepest_first(record.enabled):
-        controllers = record.enabled[(mount, path)]
         if (mount, path) in record.created:
-            continue  # kept because it is not empty; its controllers stay enabled too
-        if not os.path.isdir(os.path.join(mount, path)):
-            del record.enabled[(mount, path)]
-            continue
-        value = " ".join("-" + c for c in sorted(controllers))
-        action = Action("enable", mount, path, "cgroup.subtree_control", None, value, path)
+            if (mount, path) in gone:
+                del record.enabled[(mount, path)]
+            continue  # kept with its cgroup
+        if signals.signo is not None:
+            break
+        value = " ".join("-" + c for c in sorted(record.enabled[(mount, path)]))
+        a = Action("enable", mount, path, "cgroup.subtree_control", None, value, path)
         try:
-            _write(
-                roots, mount, cgroup_file(path, "cgroup.subtree_control"), value, host.kernel
-            )
+            _write(roots, mount, cgroup_file(path, a.file), value, host.kernel)
         except OSError as exc:
-            result.kept.append(f"{action.where(root)}: {value} failed: {_reason(exc)}")
+            if exc.errno == errno.ENOENT:  # the cgroup is gone, and its controllers with it
+                del record.enabled[(mount, path)]
+                continue
+            result.kept.append(f"{a.where(root)}: {value} failed: {_reason(exc)}")
             continue
         del record.enabled[(mount, path)]
-        result.done.append(action)
+        result.done.append(a)
+    record.created -= gone
+    record.written = {k for k in record.written if k[:2] not in gone}
 
 
 def plan_undo(plan: Plan, record: Record, units: UnitRecord | None = None):
@@ -819,10 +932,21 @@ def teardown(
     check_managed(root, record, units)
     roots = roots or Roots(host.open_root)
     result = Result(root)
-    failed = _restore_values(root, record, roots, host, result)
-    if not units.is_empty():
-        result.kept += undo_units(systemd or Systemd(), units, state)
-    _remove_created(root, record, roots, host, result)
-    _forget_vanished(record, failed, result)
-    state.save(record)
+    created = set(record.created)
+    # SIGINT/SIGTERM/SIGHUP stop the undoing between two changes; what is left stays recorded
+    with SignalGuard() as signals:
+        failed = _restore_values(root, record, roots, host, result, signals)
+        if not units.is_empty() and signals.signo is None:
+            result.kept += undo_units(systemd or Systemd(), units, state)
+        _remove_created(root, record, roots, host, result, signals)
+        _forget_vanished(record, failed, result)
+        state.save(record)
+    kept = {os.path.relpath(os.path.join(m, p), root) for m, p in record.created}
+    result.others = [p for p in others_left(root, created, host) if p not in kept]
+    if signals.signo is not None:
+        raise Interrupted(
+            signals.signo,
+            f"teardown interrupted by {signal_name(signals.signo)} after {result.writes} "
+            "changes; the record keeps what is left: run teardown again to undo it.",
+        )
     return result

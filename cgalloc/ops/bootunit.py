@@ -52,7 +52,7 @@ WANTS_DIR = f"{UNIT_DIR}/multi-user.target.wants"
 CONFIG_FILE = "etc/cgalloc/setup.conf"
 CONFIG_KIND = "systemd unit or environment file"  # what install-unit reads below --root
 DROPIN_NAME = "50-cgalloc.conf"
-DEFAULT_SETUP_ARGS = ("--config", "/var/lib/kubelet/config.yaml")
+DEFAULT_SETUP_ARGS = ("--match-kubelet",)  # a boot run follows the node's kubelet
 DAEMON_UNITS = {
     "kubelet": "kubelet.service",
     "containerd": "containerd.service",

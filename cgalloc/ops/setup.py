@@ -25,6 +25,7 @@ from cgalloc.model.allocatable import pods_capacity
 from cgalloc.model.cpuset import node_cpus
 from cgalloc.model.limits import WEIGHT_FORMULAS
 from cgalloc.model.nodeconfig import NodeConfig, enforcement_warnings
+from cgalloc.model.versions import hierarchy_notes
 from cgalloc.ops.apply import (
     Result,
     SignalGuard,
@@ -70,6 +71,14 @@ class TreeOptions:
     def dbus(self, driver: str, host: Host) -> bool:
         """Whether the slices are systemd units made over D-Bus (``--systemd``)."""
         return use_dbus(self.systemd_mode, naming.driver(driver), host.systemd_manages_cgroups())
+
+    def unit_properties(self, driver: str, host: Host) -> bool:
+        """Whether systemd's own units (system.slice, a service) get the limits written in their
+        cgroups as unit properties: wherever systemd is PID 1 (and ``--systemd`` is not no),
+        or a daemon-reload would put the units' old values back over cgalloc's."""
+        return self.dbus(driver, host) or (
+            self.systemd_mode != "no" and host.systemd_manages_cgroups()
+        )
 
     def moves(self) -> list[tuple[str, list[str]]]:
         """(role, process names) to move into that role's cgroup."""
@@ -118,6 +127,11 @@ class TreeOptions:
             cpus=node_cpus(cfg.capacity_overrides, online_cpus),
         )
         p.warnings[:0] = resize_warnings(pods)  # in -o json's warnings too
+        p.warnings.extend(
+            hierarchy_notes(
+                cfg.kubelet_version, hierarchy.version, cfg.cgroup_driver, cfg.fail_cgroup_v1
+            )
+        )
         return p
 
 
@@ -134,9 +148,9 @@ def preview(tree: TreeOptions, cfg: NodeConfig, host: Host, state: StateDir) -> 
     """setup's plan without the lock or a write (``--dry-run``), with what the record holds
     that these inputs no longer want as its undo."""
     p = tree.plan(cfg, host)
-    dbus = tree.dbus(cfg.cgroup_driver, host)
     record = peek_record(state, tree.cgroupfs)
-    plan_undo(p, record, peek_units(state, tree.cgroupfs, record) if dbus else None)
+    wanted = tree.unit_properties(cfg.cgroup_driver, host)
+    plan_undo(p, record, peek_units(state, tree.cgroupfs, record) if wanted else None)
     return p
 
 
@@ -189,9 +203,11 @@ def setup(
         require_no_refusals(p, force)
         warn([*tree.notes(), *enforcement_warnings(cfg)])
         units = client = None
-        if dbus:
+        if tree.unit_properties(cfg.cgroup_driver, host):
             client = Systemd()
-            units = SystemdUnits.for_plan(client, state, p, p.version == "v2", cgroup_roles(cfg))
+            units = SystemdUnits.for_plan(
+                client, state, p, p.version == "v2", cgroup_roles(cfg), start_slices=dbus
+            )
             # the systemd record is refused like the record, before anything is changed
             check_managed(tree.cgroupfs, record, units.record)
         started = set(units.record.started) if units else set()

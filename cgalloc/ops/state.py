@@ -644,9 +644,14 @@ class StateDir:
         safefs.unlink_at(fd, JOURNAL_NAME)
 
 
+# One encoder for the record and every journal line: sorted keys, no indent (an indenting
+# encoder is the json module's pure-Python one, ~5x slower on a 1000-pod record).
+_JSON = json.JSONEncoder(sort_keys=True)
+
+
 def _record_text(data: dict) -> str:
-    """The record as indented JSON with sorted keys."""
-    return json.dumps(data, sort_keys=True, indent=1) + "\n"
+    """The record as JSON with sorted keys."""
+    return _JSON.encode(data) + "\n"
 
 
 def _journal_text(boot: str, changes: Iterable[tuple], managed: Managed | None = None) -> str:
@@ -664,5 +669,5 @@ def _journal_text(boot: str, changes: Iterable[tuple], managed: Managed | None =
             entry.update(file=file, old=old)
         elif kind == "enable":
             entry["controllers"] = sorted(controllers)
-        lines.append(json.dumps(entry, sort_keys=True) + "\n")
+        lines.append(_JSON.encode(entry) + "\n")
     return "".join(lines)

@@ -167,7 +167,8 @@ def test_memory_reservation_policy_goes_in_the_config_with_a_note(tmp_path, caps
     )
     code, out, err = run_cli(capsys, "kubelet-config", "--config", str(config), "-o", "json")
     assert code == 0, err
-    doc = json.loads(out)
-    assert doc["config"]["memoryReservationPolicy"] == "TieredReservation"
-    assert not any("reservation" in f.lower() for f in doc["flags"])  # the kubelet has no flag
-    assert "memoryReservationPolicy has no kubelet flag; put it in the config file." in doc["notes"]
+    assert json.loads(out)["memoryReservationPolicy"] == "TieredReservation"
+    note = "memoryReservationPolicy has no kubelet flag; put it in the config file."
+    assert f"cgalloc: note: {note}" in err.splitlines()
+    code, out, _ = run_cli(capsys, "kubelet-config", "--config", str(config), "-o", "flags")
+    assert code == 0 and "reservation" not in out.lower()  # the kubelet has no flag

@@ -173,8 +173,11 @@ def test_every_command_uses_camel_case_keys_and_lists(tree, tmp_path, capsys, fm
     assert all(isinstance(t["lowers"], list) for t in docs["show"]["breakdown"])
 
 
-@pytest.mark.parametrize("fmt", ["table", "json", "yaml"])
-@pytest.mark.parametrize("command", ["show", "setup", "kubelet-config"])
+@pytest.mark.parametrize(
+    ("command", "fmt"),
+    [(c, f) for c in ("show", "setup") for f in ("table", "json", "yaml")]
+    + [("kubelet-config", f) for f in ("yaml", "json", "flags")],
+)
 def test_system_reserved_warning_goes_to_stderr_in_every_format(
     tree, tmp_path, capsys, fmt, command
 ):
@@ -184,7 +187,7 @@ def test_system_reserved_warning_goes_to_stderr_in_every_format(
     code, out, err = run_cli(capsys, command, *NODE, *extra, "-o", fmt)
     assert code == 0
     assert WARNING in err.splitlines()
-    if fmt == "table":
+    if fmt in ("table", "flags"):
         assert SYSTEM_RESERVED_RISK not in out
     without = [a if a != "pods,system-reserved" else "pods" for a in NODE]
     code, _, err = run_cli(capsys, command, *without, *extra, "-o", fmt)

@@ -157,7 +157,7 @@ def test_kubelet_config_matches_the_inputs(capsys):
 
 
 def test_kubelet_config_notes_unit_paths_under_systemd(capsys):
-    code, out, _ = run(
+    code, out, err = run(
         capsys,
         "kubelet-config",
         "--cgroup-driver",
@@ -173,8 +173,10 @@ def test_kubelet_config_notes_unit_paths_under_systemd(capsys):
     # setup creates /kubelet.service.slice, the cgroup the kubelet's systemd driver maps the
     # value to (cgroup_manager_linux.go ParseSystemdToCgroupName, kubernetes#110288), so the
     # kubelet starts with the value as given; a note names both paths
-    note = out.splitlines()[1]
-    assert note.startswith("# NOTE: kubeReservedCgroup (--kube-reserved-cgroup) /system.slice/")
+    note = next(line for line in err.splitlines() if "note:" in line)
+    assert note.startswith(
+        "cgalloc: note: kubeReservedCgroup (--kube-reserved-cgroup) /system.slice/"
+    )
     assert "/kubelet.service.slice" in note
     doc = yaml.safe_load(out)
     assert doc["kubeReservedCgroup"] == "/system.slice/kubelet.service"

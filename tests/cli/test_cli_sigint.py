@@ -1,6 +1,6 @@
 """Ctrl-C anywhere outside setup's changes (a read, planning, a lock wait, a report) is one
 sentence and exit 130, as a shell reports SIGINT; click's own answer was "Aborted!" and exit 1,
-the status the README keeps for a failed, rolled-back operation."""
+the status docs/reference.md keeps for a failed, rolled-back operation."""
 
 from __future__ import annotations
 
@@ -39,29 +39,38 @@ def test_ctrl_c_during_stats_watch_is_130_and_one_sentence(tmp_path):
     assert "Traceback" not in err and "Aborted" not in err
 
 
-def test_main_leaves_a_callers_own_sigint_handler_alone():
-    from cgalloc.cli import _sigint_as_error
+def test_main_leaves_a_callers_own_handlers_and_ignored_signals_alone():
+    from cgalloc.cli import _signals_as_errors
 
     def mine(signo, frame):
         raise AssertionError("not called")
 
     old = signal.signal(signal.SIGINT, mine)
+    hup = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # nohup
     try:
-        assert _sigint_as_error() is None  # not installed over a handler of the caller's
+        previous = _signals_as_errors()  # installed over SIGTERM's default only
+        assert set(previous) == {signal.SIGTERM}
         assert signal.getsignal(signal.SIGINT) is mine
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, old)
+        signal.signal(signal.SIGHUP, hup)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def test_main_answers_ctrl_c_over_pythons_default_handler():
-    from cgalloc.cli import _on_sigint, _sigint_as_error
+def test_main_answers_ctrl_c_sigterm_and_sighup_over_their_defaults():
+    from cgalloc.cli import _on_signal, _signals_as_errors
 
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     try:
-        assert _sigint_as_error() is signal.default_int_handler
-        assert signal.getsignal(signal.SIGINT) is _on_sigint
+        previous = _signals_as_errors()
+        assert previous == {signal.SIGINT: signal.default_int_handler,
+                            signal.SIGTERM: signal.SIG_DFL, signal.SIGHUP: signal.SIG_DFL}
+        assert all(signal.getsignal(s) is _on_signal for s in previous)
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def test_a_late_signal_with_undo_kept_does_not_say_the_tree_is_as_planned():

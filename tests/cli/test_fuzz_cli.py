@@ -4,7 +4,7 @@ exception (in-process, a traceback would surface as one and fail the test), ever
 printable, and an exit 2 wrote nothing (the tree byte-identical, no state directory created).
 
 Bounded: a fixed number of examples per command and no per-example deadline. Each test prints
-how many cases it tried and the exits seen (``pytest -s``; the README's Safety section quotes
+how many cases it tried and the exits seen (``pytest -s``; docs/safety.md quotes
 these figures).
 """
 

@@ -106,3 +106,21 @@ def test_parse_cpu_list_refuses_what_the_kubelet_refuses(text):
 
     with pytest.raises(ValueError):
         parse_cpu_list(text)
+
+
+@pytest.mark.parametrize(("version", "pid"), [("1.20", "4194304"), ("1.23", "4194304"),
+                                              ("1.24", "31189"), ("1.37", "31189")])
+def test_pid_capacity_follows_the_kubelet_minor(fake_host, tmp_path, version, pid):
+    # the host reads both sysctls; versions.pid_capacity decides: pid_max alone before 1.24
+    # (v1.20.2 pidlimit_linux.go Stats), the smaller of the two from 1.24 (kubernetes#107111)
+    proc, sys = fake_host
+    cap = read_capacity(str(tmp_path), proc, sys, affinity={0}, kubelet_version=version)
+    assert str(cap["pid"]) == pid
+
+
+def test_no_pid_capacity_before_1_24_without_pid_max(fake_host, tmp_path):
+    # v1.20.2 Stats leaves MaxPID nil when pid_max cannot be read: no pid capacity at all
+    proc, sys = fake_host
+    os.remove(os.path.join(proc, "sys/kernel/pid_max"))
+    assert "pid" not in read_capacity(str(tmp_path), proc, sys, {0}, kubelet_version="1.23")
+    assert str(read_capacity(str(tmp_path), proc, sys, {0})["pid"]) == "31189"

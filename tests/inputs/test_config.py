@@ -671,8 +671,11 @@ def test_cpu_manager_policy_options_take_one_pair_per_flag():
 
 def test_kubelet_version():
     assert load({"kubelet-version": ["v1.35.2"]}).kubelet_version == "1.35"
-    with pytest.raises(InputError, match=r'--kubelet-version: "1.20" is not a supported'):
-        load({"kubelet-version": ["1.20"]})
+    assert load({"kubelet-version": ["v1.20.2"]}).kubelet_version == "1.20"
+    with pytest.raises(InputError, match=r'--kubelet-version: "1.19" is not a kubelet minor'):
+        load({"kubelet-version": ["1.19"]})
+    with pytest.raises(InputError, match=r'"1.38" is not a kubelet minor from 1.20 to 1.37'):
+        load({"kubelet-version": ["1.38"]})
 
 
 @pytest.mark.parametrize(
@@ -696,7 +699,9 @@ def test_kubelet_version():
         ("", None),
         ("1.36\n", None),  # RE2's "$" is the end of the text, "." no newline
         ("١.٣٦", None),  # [0-9] only
-        ("1.20", None),  # a version, not a supported minor
+        ("v1.20.2", "1.20"),  # the real kubelet of the Vagrant lane
+        ("1.19", None),  # a version, not a supported minor
+        ("1.38", None),
     ],
 )
 def test_kubelet_version_reads_as_parse_generic(text, minor):

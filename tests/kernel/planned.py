@@ -24,7 +24,9 @@ def run(argv: list[str]) -> None:
     capacity, rest = argv[0], argv[1:]
     if rest[:1] == ["--"]:
         rest = rest[1:]
-    main([*rest[:1], "--capacity", capacity, *rest[1:]], PlannedHost())
+    if rest[:1] != ["teardown"]:  # the one command without the node inputs
+        rest = [*rest[:1], "--capacity", capacity, *rest[1:]]
+    main(rest, PlannedHost())
 
 
 if __name__ == "__main__":

@@ -171,8 +171,9 @@ def test_a_pods_start_time_is_when_it_was_made_not_when_its_container_was(capsys
 
 
 def test_kernfs_stamps_a_cgroup_when_it_is_first_looked_up() -> None:
-    # Why the start-time test above looks each new cgroup up at once, and what the README says
-    # of startTime: a cgroup's directory and files get their times from the first lookup.
+    # Why the start-time test above looks each new cgroup up at once, and what
+    # docs/performance.md says of startTime: a cgroup's directory and files get their times
+    # from the first lookup.
     with scratch_cgroup("memory") as cg:
         probe = cg.dirs["memory"] / "probe"
         made = time.time()

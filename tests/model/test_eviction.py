@@ -94,7 +94,7 @@ def test_every_trailing_percent_sign_is_trimmed():
         ("memory.available", "-Infinity%", "must be >= 0%: -Infinity%"),
         ("memory.available", "1e50%", 'percentage "1e50%" beyond a float32\'s range'),
         # The kubelet takes NaN (it passes both range checks) and reserves an undefined amount;
-        # cgalloc refuses it, as the README's table of differences says.
+        # cgalloc refuses it, as docs/kubelet-compatibility.md says.
         ("memory.available", "NaN%", 'percentage "NaN%", which is not a number'),
         # Go's ParseFloat can misplace the point past 800 digits before it (decimal.set)
         (

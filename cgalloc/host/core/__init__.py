@@ -72,8 +72,7 @@ below a Root they are resolved with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINK
 RESOLVE_NO_MAGICLINKS), or an O_NOFOLLOW walk where openat2 is missing. ``oldest_mtimes`` and
 ``read_files`` take plain directory fds and resolve as openat does (symlinks followed but a
 final one's own mtime taken), as the paths they replace did: they only read. ``read_files``
-with ``no_symlinks`` resolves as a Root does (a symlink anywhere is ELOOP): setup's memo check
-(plan_memo) must find each cgroup where the plan would, not through a link.
+with ``no_symlinks`` resolves as a Root does (a symlink anywhere is ELOOP).
 Failures raise ``WriteError`` (write, mkdir, rmdir) or ``CoreError`` (read_text), both
 OSError with ``errno``, ``path`` and ``value``, e.g. ``cannot write '104857600' to
 kubepods/memory.max: Device or resource busy (EBUSY)``.
