@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from clirun import files_below as files
 from clirun import run_cli
 
 UNIT = "etc/systemd/system/cgalloc-setup.service"
@@ -19,17 +20,6 @@ CONF = "etc/cgalloc/setup.conf"
 SYSTEMD_ARGS = ["--cgroup-driver", "systemd", "--kube-reserved-cgroup", "/kube.slice"]
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="changing owners needs root")
-
-
-def files(root: Path) -> dict[str, str]:
-    """Every file and link below root (links not followed): path -> content or '-> target'."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
-            path = Path(dirpath, name)
-            rel = str(path.relative_to(root))
-            out[rel] = "-> " + os.readlink(path) if path.is_symlink() else path.read_text()
-    return out
 
 
 def install(capsys, root: Path, *args: str) -> tuple[int, str, str]:
