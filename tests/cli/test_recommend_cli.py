@@ -228,6 +228,21 @@ def test_recommend_table_shows_evidence_and_every_profile(capsys, recorded):
     assert "200Mi" in out  # the memory peak seen
 
 
+def test_write_dropin_refuses_a_planted_temporary(capsys, recorded, tmp_path, monkeypatch):
+    # the kubelet reads the drop-in as root: a link at the temporary is not followed (issue 35)
+    confdir = tmp_path / "kubelet.conf.d"
+    confdir.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    monkeypatch.setattr(os, "getpid", lambda: 4242)
+    planted = confdir / "50-cgalloc-reservations.conf.4242.tmp"
+    planted.symlink_to(victim)
+    code, _, err = rec(capsys, recorded, "--emit", "config", "--write-dropin", str(confdir))
+    assert code == 2 and "cannot write 50-cgalloc-reservations.conf" in err, err
+    assert victim.read_text() == "precious\n" and planted.is_symlink()
+    assert not (confdir / "50-cgalloc-reservations.conf").exists()
+
+
 def test_the_dropin_is_what_the_kubelets_config_dir_takes(capsys, recorded, tmp_path):
     confdir = tmp_path / "kubelet.conf.d"
     confdir.mkdir()
