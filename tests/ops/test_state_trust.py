@@ -420,3 +420,32 @@ def test_teardown_refuses_a_systemd_record_naming_a_foreign_unit_before_any_chan
         teardown(str(tree), state, state.load(), host=clirun.HOST, systemd=client)
     assert client.calls == []
     assert _everything(tree, state_dir) == before
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["setup", "setup-dry-run"])
+def test_setup_refuses_a_systemd_record_naming_a_foreign_unit_before_any_change(
+    tree, tmp_path, capsys, monkeypatch, dry_run
+):
+    # setup under systemd as PID 1 loads the systemd record to converge it: refused like
+    # teardown's, before a unit is started or a property set (issue 35)
+    import cgalloc.ops.setup
+
+    state_dir = tmp_path / "state"
+    assert _run(capsys, COMMANDS["setup"], tree, state_dir)[0] == 0
+    units = {"started": ["user.slice"], "changed": {}}
+    (state_dir / "systemd.json").write_text(json.dumps(units))
+    os.chmod(state_dir / "systemd.json", 0o600)
+    client = _Recorder()
+    monkeypatch.setattr(cgalloc.ops.setup.TreeOptions, "unit_properties", lambda *_a: True)
+    monkeypatch.setattr(cgalloc.ops.setup, "Systemd", lambda: client)
+    before = _everything(tree, state_dir)
+    # other reservations than the first run's: there are changes to make, none is made
+    changed = [a.replace("cpu=500m,memory=1Gi", "cpu=600m,memory=1Gi") for a in NODE]
+    command = ["setup", *changed, *(["--dry-run"] if dry_run else [])]
+    code, out, err = _run(capsys, command, tree, state_dir)
+    assert code == 2, out + err
+    lines = _errors(err)
+    assert lines[0].startswith("cgalloc: --state-dir: the record names cgroups outside the tree")
+    assert any("user.slice" in line for line in lines[1:]), lines
+    assert client.calls == []
+    assert _everything(tree, state_dir) == before
