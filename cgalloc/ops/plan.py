@@ -49,6 +49,7 @@ from cgalloc.model.naming import (
 from cgalloc.model.protection import DEFAULT_WEIGHT, WEIGHT_FILE, Protection, contention
 from cgalloc.model.resources import CPU
 from cgalloc.model.tree import desired_tree, protection_notes
+from cgalloc.ops.state import Managed
 
 # Controllers a node cannot be enforced without; others (cpuset, hugetlb) are skipped if absent.
 ESSENTIAL = ("cpu", "memory", "pids")
@@ -185,6 +186,8 @@ class Plan:
     # what earlier runs did that these inputs no longer want, to undo after ``actions``
     # (:func:`undo_actions`)
     undo: list[Action] = field(default_factory=list)
+    # the cgroups these inputs manage: what the record may name (state.Managed)
+    managed: Managed = field(default_factory=Managed)
 
     def describe(self) -> list[str]:
         lines = [a.describe(self.root) for a in self.actions]
@@ -559,7 +562,7 @@ def build(
     each_mount = _distinct(mounts.values())
     live = LiveTree()
     check_targets(desired, mounts, live)
-    plan = Plan(root=root, version=hierarchy.version)
+    plan = Plan(root=root, version=hierarchy.version, managed=managed_cgroups(desired))
     v2 = hierarchy.version == "v2"
     missing_ctrl = [c for c in ESSENTIAL if c not in mounts]
     if missing_ctrl and desired:
@@ -690,6 +693,19 @@ def build(
     plan.refusals = _below_usage(plan.actions, root)
     plan.actions += _moves(desired, moves, mounts, v2, proc_root, plan.warnings)
     return plan
+
+
+def managed_cgroups(desired: Sequence) -> Managed:
+    """What the record may name for ``desired``: kubepods' tree whole (the QoS tiers and pods
+    are in it; one outside any kubepods cgroup is a tree of its own), the reserved cgroups
+    alone. The root cgroup is never a tree setup manages."""
+    trees = {d.path for d in desired if d.role == "kubepods" and d.path}
+    for d in desired:
+        inside = any(d.path.startswith(t + "/") for t in trees)
+        if d.role in ("qos", "pod") and d.path and not inside:
+            trees.add(d.path)
+    reserved = {d.path for d in desired if d.role in RESERVED_ROLES and d.path}
+    return Managed(frozenset(trees), frozenset(reserved))
 
 
 def _require_cgroup_root(desired: Sequence, each_mount: Sequence[str], live: LiveTree) -> None:

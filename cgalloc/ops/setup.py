@@ -168,8 +168,9 @@ def preview(tree: TreeOptions, cfg: NodeConfig, host: Host, state: StateDir) -> 
     """setup's plan without the lock or a write (``--dry-run``), with what the record holds
     that these inputs no longer want as its undo."""
     p = tree.plan(cfg, host)
-    units = peek_units(state) if tree.unit_properties(cfg.cgroup_driver, host) else None
-    plan_undo(p, peek_record(state, tree.cgroupfs), units)
+    record = peek_record(state, tree.cgroupfs)
+    wanted = tree.unit_properties(cfg.cgroup_driver, host)
+    plan_undo(p, record, peek_units(state, tree.cgroupfs, record) if wanted else None)
     return p
 
 
@@ -225,8 +226,10 @@ def setup(
         if tree.unit_properties(cfg.cgroup_driver, host):
             client = Systemd()
             units = SystemdUnits.for_plan(
-                client, state.path, p, p.version == "v2", cgroup_roles(cfg), start_slices=dbus
+                client, state, p, p.version == "v2", cgroup_roles(cfg), start_slices=dbus
             )
+            # the systemd record is refused like the record, before anything is changed
+            check_managed(tree.cgroupfs, record, units.record)
         started = set(units.record.started) if units else set()
         # What earlier runs did that these inputs no longer want, undone after applying.
         # Planned now, so the plan shown is whole: applying adds only wanted entries to

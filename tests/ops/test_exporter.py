@@ -251,12 +251,13 @@ def test_a_failing_sample_is_counted_not_fatal():
 def _write_record(state_dir, boot: str, journal: bool = False) -> None:
     os.makedirs(state_dir, exist_ok=True)
     rec = {
-        "version": 1,
+        "version": 2,
         "created": [["/sys/fs/cgroup", "kube.slice"]],
         "changed": [],
         "enabled": [],
         "written": [],
         "boot": boot,
+        "managed": {"kubepods": [], "reserved": ["kube.slice"]},
     }
     with open(os.path.join(state_dir, "owned.json"), "w") as f:
         json.dump(rec, f)
