@@ -69,6 +69,9 @@ k_use() {
 	K_ALLOC_FLAGS=(--enforce-node-allocatable=pods,kube-reserved,system-reserved
 		"--kube-reserved-cgroup=$K_KUBE" --system-reserved-cgroup=/system.slice)
 	K_CG_ARGS=(--config "$K_CONFIG" "${K_ALLOC_FLAGS[@]}" "${K_VERSION_FLAG[@]}")
+	# systemd is PID 1 in both guests: setup refuses the cgroupfs driver there unless told to
+	# go on (cgalloc's option, not the kubelet's)
+	[[ $K_DRIVER == cgroupfs ]] && K_CG_ARGS+=(--allow-driver-mismatch)
 	# Per-configuration pod UIDs: a pod of an earlier configuration is never taken for this one's.
 	K_UID_PREFIX=$(printf 'c9a1%04x' "$(cksum <<<"$K_CFG" | cut -c1-4)")
 }

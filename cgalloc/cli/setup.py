@@ -124,7 +124,10 @@ def tree_options(command: Callable[..., object]) -> Callable[..., object]:
             help="Slices are transient systemd units made over D-Bus (as the kubelet makes "
             "them) and existing units carry the limits as unit properties; systemd then manages "
             "the cpu, cpuset, io, memory and pids controllers. auto = when the cgroup driver is "
-            "systemd and systemd is PID 1.",
+            "systemd and systemd is PID 1. With the cgroupfs driver, where systemd is PID 1, "
+            "systemd's own units (system.slice, a service) get the limits written in their "
+            "cgroups as unit properties too, or a daemon-reload would put their old values "
+            "back; no = never over D-Bus.",
         ),
     ]
     return add_options(command, "tree", params, lambda values: TreeOptions(**values))

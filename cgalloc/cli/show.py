@@ -3,16 +3,19 @@ limits that enforcing them would write, and what each reservation and threshold 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import typer
 
 from cgalloc.cli.inputs import NodeInputs
-from cgalloc.cli.options import output_option, pods_option
+from cgalloc.cli.options import cgroupfs_option, output_option, pods_option
 from cgalloc.cli.render import OutputFormat, aligned, emit, warn
 from cgalloc.cli.signature import NodeInputsCommand, node_inputs
+from cgalloc.errors import HostError, InputError
 from cgalloc.host.capacity import online_cpus
+from cgalloc.host.cgroupfs import detect
 from cgalloc.model import naming, tree
 from cgalloc.model.allocatable import (
     Allocatable,
@@ -28,6 +31,7 @@ from cgalloc.model.nodeconfig import NodeConfig, enforcement_warnings
 from cgalloc.model.resources import format_list
 
 if TYPE_CHECKING:
+    from cgalloc.model.hierarchy import Hierarchy
     from cgalloc.model.podresources import PodCgroup
 
 SHOW_HELP = (
@@ -109,8 +113,14 @@ def result(cfg: NodeConfig, alloc: Allocatable, cpus: frozenset[int]) -> dict:
     }
 
 
-def pods_doc(cfg: NodeConfig, pods: list[PodCgroup]) -> list[dict]:
-    """Each pod's QoS class, cgroup and the values the kubelet gives it (show --pods)."""
+def pods_doc(
+    cfg: NodeConfig,
+    pods: list[PodCgroup],
+    files: Mapping[str, dict[str, str]] | None = None,
+) -> list[dict]:
+    """Each pod's QoS class, cgroup and the values the kubelet gives it (show --pods); with
+    ``files`` (pod uid → file → value), every file the kubelet writes, as this host's hierarchy
+    names it."""
     if not cfg.cgroups_per_qos:
         return []
     kubepods = naming.kubepods_cgroup(cfg)
@@ -118,16 +128,39 @@ def pods_doc(cfg: NodeConfig, pods: list[PodCgroup]) -> list[dict]:
     for pod in pods:
         lim = pod.limits
         quota = "-" if lim.cpu_quota is None else "max" if lim.cpu_quota < 0 else str(lim.cpu_quota)
-        out.append(
-            {
-                "pod": pod.name,
-                "qos": pod.qos,
-                "cgroup": naming.pod_path(kubepods, pod, naming.driver(cfg.cgroup_driver)),
-                "cpuShares": str(lim.cpu_shares),
-                "cpuQuota": quota if lim.cpu_period is None else f"{quota}/{lim.cpu_period}",
-                "memory": "-" if lim.memory is None else str(lim.memory),
-            }
-        )
+        entry = {
+            "pod": pod.name,
+            "qos": pod.qos,
+            "cgroup": naming.pod_path(kubepods, pod, naming.driver(cfg.cgroup_driver)),
+            "cpuShares": str(lim.cpu_shares),
+            "cpuQuota": quota if lim.cpu_period is None else f"{quota}/{lim.cpu_period}",
+            "memory": "-" if lim.memory is None else str(lim.memory),
+        }
+        if files is not None:
+            entry["files"] = files[pod.uid]
+        out.append(entry)
+    return out
+
+
+def pod_files(
+    cfg: NodeConfig, alloc: Allocatable, pods: list[PodCgroup], h: Hierarchy
+) -> dict[str, dict[str, str]]:
+    """pod uid → every file the kubelet writes to its cgroup in ``h`` and the value: v2 names
+    the file alone, v1 ``controller/file`` (pids.max, hugetlb for every page size included,
+    0 where the pod asked for none)."""
+    from cgalloc.model.hierarchy import limit_files
+    from cgalloc.model.limits import hugepage_limits
+
+    sizes = [size for size, _ in hugepage_limits(alloc.capacity)]
+    v2 = h.version == "v2"
+    out = {}
+    for pod in pods:
+        limits = tree.pod_limits(pod, sizes)
+        out[pod.uid] = {
+            file if v2 else f"{controller}/{file}": value
+            for controller, file, value in limit_files(h, limits)
+            if controller in h.controllers
+        }
     return out
 
 
@@ -179,9 +212,15 @@ def register(app: typer.Typer) -> None:
     @app.command("show", help=SHOW_HELP, cls=NodeInputsCommand)
     @node_inputs
     def show(
+        ctx: typer.Context,
         inputs: NodeInputs,
         output: OutputFormat = output_option(),
         pods: list[str] = pods_option(),
+        cgroupfs: str = cgroupfs_option(),
+        static_pods: bool = typer.Option(
+            False, "--static-pods", help="Also the static pods in staticPodPath"
+            " (--pod-manifest-path).",
+        ),
     ) -> None:
         cfg, capacity = inputs.load()
         alloc = compute(cfg, capacity)
@@ -190,15 +229,29 @@ def register(app: typer.Typer) -> None:
         doc.update(inputs.document())
         doc["warnings"] += inputs.check_drivers(cfg)
         cgroups: list[PodCgroup] = []
-        if pods:
+        paths = list(pods)
+        if static_pods:
+            if not cfg.static_pod_path:
+                raise InputError(
+                    "--static-pods needs staticPodPath (--pod-manifest-path): the directory or"
+                    " file the kubelet reads static pods from."
+                )
+            paths.append(cfg.static_pod_path)
+        if paths:
             # Imported only when pods are given: YAML, the pod model and their records.
             from cgalloc.inputs.pods import load_pods, pod_cgroups, resize_warnings
 
-            # show reads no cgroup: the values are cgroup v2's minus memory.min/low (MemoryQoS)
-            loaded = load_pods(pods, pods_capacity(cfg, capacity).value())
+            # show reads no cgroup: the values are cgroup v1's (v2's adds memory.min/low with
+            # MemoryQoS), and "files" names what the host's hierarchy, when there is one, has
+            loaded = load_pods(paths, pods_capacity(cfg, capacity).value())
             doc["warnings"] += resize_warnings(loaded)
             cgroups = pod_cgroups(loaded, cfg, cgroup_v2=False)
-            doc["pods"] = pods_doc(cfg, cgroups)
+            files = None
+            with contextlib.suppress(HostError):  # no cgroup hierarchy here: no files
+                h = detect(cgroupfs, ctx.obj.mountinfo)
+                on_host = pod_cgroups(loaded, cfg, cgroup_v2=h.version == "v2")
+                files = pod_files(cfg, alloc, on_host, h)
+            doc["pods"] = pods_doc(cfg, cgroups, files)
             pod_paths = (("pod", p["cgroup"].lstrip("/")) for p in doc["pods"])
             doc["warnings"] += naming.setup_refusals(pod_paths)
         doc["warnings"] += tree.value_refusals(cfg, alloc, cgroups, cpus)

@@ -88,6 +88,8 @@ def register(app: typer.Typer) -> None:
         lines = [a.describe(cgroupfs) for a in result.done]
         lines += _unit_lines(units)
         lines += [f"kept {k}" for k in result.kept]
+        lines += [f"left {p}: not made by cgalloc (the kubelet's, say), left to its owner"
+                  for p in result.others]  # fmt: skip
         report({"dryRun": False, **result.to_json(), "systemd": units}, lines, summary, output,
                quiet and not result.kept)  # fmt: skip
         if result.kept:

@@ -26,6 +26,7 @@ from cgalloc.host import core
 from cgalloc.host.machine import Host, KernelHooks
 from cgalloc.host.systemd import Systemd, SystemdError
 from cgalloc.model.hierarchy import cgroup_file
+from cgalloc.model.naming import KUBEPODS, SLICE_SUFFIX
 from cgalloc.ops.plan import Action, LiveTree, Plan, cgroup_depth, read_file, undo_actions
 from cgalloc.ops.state import Record, StateDir
 from cgalloc.ops.units import SystemdUnits, UnitRecord, reset_properties, stale_units, wire_props
@@ -92,6 +93,9 @@ class Result:
     done: list[Action] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)  # teardown: what it left, and why
     left: int = 0  # converge: the changes a signal left for the next run (still recorded)
+    # teardown: cgroups below those cgalloc made that something else (the kubelet's
+    # libcontainer, in hierarchies cgalloc does not manage) made, left to their owner
+    others: list[str] = field(default_factory=list)
 
     @property
     def writes(self) -> int:
@@ -105,7 +109,10 @@ class Result:
     def to_json(self) -> dict:
         """The result as the report has it."""
         done = [a.to_json(self.root) for a in self.done]
-        return {"writes": self.writes, "done": done, "kept": list(self.kept)}
+        out = {"writes": self.writes, "done": done, "kept": list(self.kept)}
+        if self.others:
+            out["othersLeft"] = list(self.others)
+        return out
 
 
 class Roots:
@@ -433,6 +440,8 @@ def _rollback(
 
 # ---------------------------------------------------------------- teardown
 
+KUBEPODS_SLICE = KUBEPODS + SLICE_SUFFIX
+
 
 def _has_procs(mount: str, path: str) -> bool:
     return bool((read_file(mount, path, "cgroup.procs") or "").strip())
@@ -606,6 +615,10 @@ def _restore_values(
             # an empty value cannot be written as zero bytes; a newline clears the same way
             _write(roots, a.mount, cgroup_file(a.path, a.file), a.new or "\n", host.kernel)
         except OSError as exc:
+            if _inherit_cpuset(roots, a, exc, host.kernel):
+                result.done.append(a._replace(new=f"(its parent's: {_parent_effective(a)})"))
+                done.add(key)
+                continue
             original = record.changed[key]
             failed[key] = f"{a.where(root)}: restoring {original!r} failed: {_reason(exc)}"
             result.kept.append(failed[key])
@@ -618,6 +631,60 @@ def _restore_values(
         if key in done or key not in wanted:
             del record.changed[key]
     return failed
+
+
+def _parent_effective(a: Action) -> str | None:
+    """The parent's effective CPUs or memory nodes of ``a``'s cpuset file."""
+    parent = os.path.dirname(a.path)
+    return read_file(a.mount, parent, a.file.replace(".cpus", ".cpus.effective").replace(
+        ".mems", ".mems.effective"))
+
+
+def _inherit_cpuset(roots: Roots, a: Action, exc: OSError, kernel) -> bool:
+    """An empty cpuset.cpus/mems the kernel refuses to put back (ENOSPC: a populated cpuset
+    cannot go empty, kernel/cgroup/cpuset.c validate_change): write the parent's effective set
+    instead, which is what empty meant, and say so. False where that is not the case."""
+    if a.new or a.file not in ("cpuset.cpus", "cpuset.mems") or exc.errno != errno.ENOSPC:
+        return False
+    inherited = _parent_effective(a)
+    if not inherited:
+        return False
+    try:
+        _write(roots, a.mount, cgroup_file(a.path, a.file), inherited, kernel)
+    except OSError:
+        return False
+    return True
+
+
+def others_left(root: str, created: set[tuple[str, str]], host: Host) -> list[str]:
+    """Every cgroup at or below the kubepods cgalloc made (in ``created``, what the record
+    held) that is still there, in any hierarchy mounted below ``root``: the kubelet's
+    libcontainer makes the pods' cgroups in controllers cgalloc does not manage too, and they
+    are the kubelet's to remove. Relative to root. (Only kubepods: a reserved cgroup such as
+    system.slice is systemd's in the hierarchies cgalloc leaves alone.)"""
+    from cgalloc.host.cgroupfs import detect
+
+    try:
+        h = detect(root, host.mountinfo)
+    except HostError:
+        return []
+    mounts = sorted({*h.v1_mounts.values(), *([h.unified] if h.unified else [])})
+    paths = {p for _m, p in created if p}
+    tops = sorted(
+        p for p in paths
+        if os.path.dirname(p) not in paths and os.path.basename(p) in (KUBEPODS, KUBEPODS_SLICE)
+    )
+    out = []
+    for mount in mounts:
+        for top in tops:
+            start = os.path.join(mount, top)
+            if not os.path.isdir(start) or os.path.islink(start):
+                continue
+            for dirpath, dirs, _files in os.walk(start):
+                dirs.sort()
+                dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(dirpath, d))]
+                out.append(os.path.relpath(dirpath, root))
+    return out
 
 
 def _forget_vanished(record: Record, failed: dict, result: Result) -> None:
@@ -854,6 +921,7 @@ def teardown(
     check_managed(root, record)
     roots = roots or Roots(host.open_root)
     result = Result(root)
+    created = set(record.created)
     # SIGINT/SIGTERM/SIGHUP stop the undoing between two changes; what is left stays recorded
     with SignalGuard() as signals:
         failed = _restore_values(root, record, roots, host, result, signals)
@@ -863,6 +931,8 @@ def teardown(
         _remove_created(root, record, roots, host, result, signals)
         _forget_vanished(record, failed, result)
         state.save(record)
+    kept = {os.path.relpath(os.path.join(m, p), root) for m, p in record.created}
+    result.others = [p for p in others_left(root, created, host) if p not in kept]
     if signals.signo is not None:
         raise Interrupted(
             signals.signo,

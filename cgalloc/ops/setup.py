@@ -72,6 +72,14 @@ class TreeOptions:
         """Whether the slices are systemd units made over D-Bus (``--systemd``)."""
         return use_dbus(self.systemd_mode, naming.driver(driver), host.systemd_manages_cgroups())
 
+    def unit_properties(self, driver: str, host: Host) -> bool:
+        """Whether systemd's own units (system.slice, a service) get the limits written in their
+        cgroups as unit properties: wherever systemd is PID 1 (and ``--systemd`` is not no),
+        or a daemon-reload would put the units' old values back over cgalloc's."""
+        return self.dbus(driver, host) or (
+            self.systemd_mode != "no" and host.systemd_manages_cgroups()
+        )
+
     def moves(self) -> list[tuple[str, list[str]]]:
         """(role, process names) to move into that role's cgroup."""
         return [
@@ -140,8 +148,8 @@ def preview(tree: TreeOptions, cfg: NodeConfig, host: Host, state: StateDir) -> 
     """setup's plan without the lock or a write (``--dry-run``), with what the record holds
     that these inputs no longer want as its undo."""
     p = tree.plan(cfg, host)
-    dbus = tree.dbus(cfg.cgroup_driver, host)
-    plan_undo(p, peek_record(state, tree.cgroupfs), peek_units(state) if dbus else None)
+    units = peek_units(state) if tree.unit_properties(cfg.cgroup_driver, host) else None
+    plan_undo(p, peek_record(state, tree.cgroupfs), units)
     return p
 
 
@@ -194,10 +202,10 @@ def setup(
         require_no_refusals(p, force)
         warn([*tree.notes(), *enforcement_warnings(cfg)])
         units = client = None
-        if dbus:
+        if tree.unit_properties(cfg.cgroup_driver, host):
             client = Systemd()
             units = SystemdUnits.for_plan(
-                client, state.path, p, p.version == "v2", cgroup_roles(cfg)
+                client, state.path, p, p.version == "v2", cgroup_roles(cfg), start_slices=dbus
             )
         started = set(units.record.started) if units else set()
         # What earlier runs did that these inputs no longer want, undone after applying.

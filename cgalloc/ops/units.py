@@ -98,7 +98,10 @@ def wire_props(props: dict[str, list]) -> list[Property]:
 
 
 class SystemdUnits:
-    """apply's hook (:func:`cgalloc.ops.apply.apply`): the plan's slices become systemd units."""
+    """apply's hook (:func:`cgalloc.ops.apply.apply`): the plan's slices become systemd units
+    (``start_slices``: the systemd driver), and systemd's own units get the limits written in
+    their cgroups as unit properties, so a daemon-reload puts back cgalloc's values, not the
+    unit's old ones (under either driver, wherever systemd is PID 1)."""
 
     def __init__(
         self,
@@ -107,8 +110,10 @@ class SystemdUnits:
         v2: bool,
         files: dict[str, dict[str, str]],
         roles: dict[str, str] | None = None,
+        start_slices: bool = True,
     ) -> None:
         self.client = client
+        self.start_slices = start_slices
         self.state_dir = state_dir
         self.v2 = v2
         self.files = files  # cgroup path → {file: value} the plan writes there
@@ -119,12 +124,14 @@ class SystemdUnits:
         self._before: dict[str, dict[str, list]] = {}  # unit → prop → [sig, value] this run
 
     @classmethod
-    def for_plan(cls, client: Systemd, state_dir: str, plan, v2: bool, roles=None):
+    def for_plan(
+        cls, client: Systemd, state_dir: str, plan, v2: bool, roles=None, start_slices=True
+    ):
         files: dict[str, dict[str, str]] = {}
         for a in plan.actions:
             if a.kind == "write":
                 files.setdefault(a.path, {})[a.file] = a.new
-        return cls(client, state_dir, v2, files, roles)
+        return cls(client, state_dir, v2, files, roles, start_slices)
 
     def properties(self, path: str) -> list[Property]:
         return unit_properties(self.files.get(path, {}), self.v2)
@@ -133,7 +140,7 @@ class SystemdUnits:
         """Before the plan's mkdir of ``path``: start it as a transient slice. True when the
         directory exists afterwards (systemd made it), so the mkdir is skipped."""
         name = slice_unit(path)
-        if name is None:
+        if name is None or not self.start_slices:
             return False
         if name not in self.record.started and self.client.unit_path(name) is not None:
             # A unit systemd already has (system.slice on v1, whose cpuset or hugetlb directory

@@ -5,6 +5,7 @@ import json
 import pytest
 import yaml
 from clirun import run_cli
+from fakecgroup import fake_tree
 
 # Host hugepages would change Allocatable memory; pin the x86 page sizes to 0.
 PLAN = "hugepages-2Mi=0,hugepages-1Gi=0"
@@ -432,3 +433,56 @@ def test_eviction_percentage_nan_is_refused(capsys):
         "evictionHard (--eviction-hard): eviction threshold memory.available has percentage"
         ' "NaN%", which is not a number' in err
     )
+
+
+# Every file the kubelet writes to a pod cgroup, as show --pods predicts it (issue 36 step 4:
+# the real kubelet v1.20.2 wrote pids.max = podPidsLimit on every pod and a hugetlb limit for
+# every page size, 0 for those the pod did not ask for): pkg/kubelet/cm/helpers_linux.go
+# ResourceConfigForPod (PidsLimit from podPidsLimit, HugePageLimit from the hugepages-* limits)
+# and cgroup_manager_linux.go maybeSetHugetlb (every supported size, 0 when not given).
+HUGE_POD = {
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "huge", "namespace": "default", "uid": "aaaa-bbbb"},
+    "spec": {"containers": [{"name": "main", "resources": {"limits": {
+        "cpu": "200m", "memory": "64Mi", "hugepages-2Mi": "4Mi"}}}]},
+}  # fmt: skip
+HUGE_CAPACITY = (
+    "cpu=4,memory=8Gi,pid=4096,ephemeral-storage=10Gi,hugepages-2Mi=64Mi,hugepages-1Gi=0"
+)
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        ("v2", {"cpu.weight": "8", "cpu.max": "20000 100000", "memory.max": "67108864",
+                "pids.max": "1024", "hugetlb.2MB.max": "4194304", "hugetlb.1GB.max": "0"}),
+        ("v1", {"cpu/cpu.shares": "204", "cpu/cpu.cfs_period_us": "100000",
+                "cpu/cpu.cfs_quota_us": "20000", "memory/memory.limit_in_bytes": "67108864",
+                "pids/pids.max": "1024", "hugetlb/hugetlb.2MB.limit_in_bytes": "4194304",
+                "hugetlb/hugetlb.1GB.limit_in_bytes": "0"}),
+    ],
+)  # fmt: skip
+def test_show_pods_names_every_file_the_kubelet_writes(tmp_path, monkeypatch, capsys, version,
+                                                        expected):  # fmt: skip
+    root = fake_tree(tmp_path, monkeypatch, version)
+    pods = tmp_path / "pod.json"
+    pods.write_text(json.dumps(HUGE_POD))
+    code, out, err = run_cli(
+        capsys, "show", "--capacity", HUGE_CAPACITY, "--pod-max-pids", "1024",
+        "--cgroupfs", str(root), "--pods", str(pods), "-o", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    (pod,) = json.loads(out)["pods"]
+    assert pod["files"] == expected
+
+
+def test_show_takes_the_static_pods_as_setup_does(tmp_path, capsys):
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    (manifests / "huge.json").write_text(json.dumps(HUGE_POD))
+    args = ["--capacity", HUGE_CAPACITY, "--pod-manifest-path", str(manifests), "-o", "json"]
+    code, out, err = run_cli(capsys, "show", *args, "--static-pods")
+    assert code == 0, err
+    assert [p["pod"] for p in json.loads(out)["pods"]] == ["default/huge"]
+    code, _, err = run_cli(capsys, "show", "--capacity", HUGE_CAPACITY, "--static-pods")
+    assert code == 2 and "--static-pods needs staticPodPath" in err

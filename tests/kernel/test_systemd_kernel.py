@@ -284,3 +284,36 @@ def test_a_slice_name_systemd_refuses_is_exit_2_before_any_write(tmp_path, name)
     assert listing() == before
     assert systemctl("is-active", "kubepods.slice").stdout.strip() != "active"
     assert not (tmp_path / "s").exists()
+
+
+CGROUPFS_NODE = [
+    *NODE, "--cgroup-driver", "cgroupfs", "--allow-driver-mismatch",
+    "--enforce", "pods,system-reserved", "--system-reserved-cgroup", "/system.slice",
+]  # fmt: skip
+
+
+def test_under_the_cgroupfs_driver_systemds_own_units_keep_the_limits_a_reload(tmp_path):
+    # Seen with kubelet v1.20.2 in the Vagrant lane (cgroupfs driver on a systemd v2 host): a
+    # daemon-reload put system.slice's memory.max, memory.min and cpu.weight back to the
+    # unit's values, and the kubelet enforces reserved cgroups only at its start. cgalloc sets
+    # them as system.slice's unit properties too, so systemd re-applies cgalloc's values.
+    before = listing()
+    state = ["--state-dir", str(tmp_path / "state")]
+    try:
+        done = cgalloc("setup", *CGROUPFS_NODE, *state)
+        assert done.returncode == 0, done.stdout + done.stderr
+        want = read(CGROUP_ROOT / "system.slice/memory.max")
+        assert want == RESERVED_MEMORY
+        assert show("system.slice", "MemoryMax") == RESERVED_MEMORY
+        assert not (CGROUP_ROOT / "kubepods.slice").exists()  # no slice units: cgroupfs names
+        reload = systemctl("daemon-reload")
+        assert reload.returncode == 0, reload.stderr
+        assert read(CGROUP_ROOT / "system.slice/memory.max") == RESERVED_MEMORY
+        verify = cgalloc("verify", *CGROUPFS_NODE)
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+    finally:
+        down = cgalloc("teardown", *state)
+        assert down.returncode == 0, down.stdout + down.stderr
+    assert show("system.slice", "MemoryMax") == "infinity"
+    assert read(CGROUP_ROOT / "system.slice/memory.max") == "max"
+    assert listing() == before
