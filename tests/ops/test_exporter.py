@@ -347,14 +347,6 @@ def test_v1_tree_has_no_cgroup_pressure_and_says_why(tmp_path):
     assert got["container_cpu_usage_seconds_total", (("id", "/system.slice"),)] == 987.654321
 
 
-def test_pod_names_from_the_pod_log_directory(tmp_path):
-    (tmp_path / "kube-system_coredns-abc_0000-1111").mkdir()
-    (tmp_path / "a_b").mkdir()
-    (tmp_path / "x__y").mkdir()
-    assert exporter.pod_names(str(tmp_path)) == {"0000-1111": ("kube-system", "coredns-abc")}
-    assert exporter.pod_names(str(tmp_path / "missing")) == {}
-
-
 @pytest.mark.parametrize(
     ("text", "want"),
     [
