@@ -252,12 +252,12 @@ int cg_check_relpath(const char *relpath)
  * the open or the read; kernfs and regular files ignore O_NONBLOCK. */
 #define READ_FLAGS (O_RDONLY | O_NONBLOCK)
 
-static int open_component(int dirfd, const char *name, int oflags)
+static int open_component_mode(int dirfd, const char *name, int oflags, mode_t mode)
 {
     int fd;
 
     do
-        fd = openat(dirfd, name, oflags | O_NOFOLLOW | O_CLOEXEC);
+        fd = openat(dirfd, name, oflags | O_NOFOLLOW | O_CLOEXEC, mode);
     while (fd < 0 && errno == EINTR);
     if (fd >= 0)
         return fd;
@@ -269,6 +269,11 @@ static int open_component(int dirfd, const char *name, int oflags)
             return -ELOOP;
     }
     return fd;
+}
+
+static int open_component(int dirfd, const char *name, int oflags)
+{
+    return open_component_mode(dirfd, name, oflags, 0);
 }
 
 /* The O_NOFOLLOW walk for kernels without openat2; relpath is already checked. */
@@ -1355,6 +1360,18 @@ int cg_open_parent(int rootfd, const char *relpath, const char **last, int flags
 int cg_open_in(int dirfd, const char *name, int oflags)
 {
     return open_component(dirfd, name, oflags);
+}
+
+int cg_open_beneath(int rootfd, const char *relpath, int oflags, unsigned int mode, int flags)
+{
+    const char *last;
+    int pfd = open_parent(rootfd, relpath, &last, flags);
+
+    if (pfd < 0)
+        return pfd;
+    int fd = open_component_mode(pfd, last, oflags, (mode_t)mode);
+    close(pfd);
+    return fd;
 }
 
 int cg_mkdir(int rootfd, const char *relpath, unsigned int mode, int flags)

@@ -113,6 +113,11 @@ int cg_write(int rootfd, const char *relpath, const char *value, size_t len, int
 int cg_mkdir(int rootfd, const char *relpath, unsigned int mode, int flags);
 int cg_rmdir(int rootfd, const char *relpath, int flags);
 long cg_read_text(int rootfd, const char *relpath, char *buf, size_t bufsize, int flags);
+/* relpath opened beneath rootfd as cg_write resolves it (its parents without a symlink, or
+ * "..", through openat2 or the O_NOFOLLOW walk), the last component with openat(oflags |
+ * O_NOFOLLOW | O_CLOEXEC, mode): a symlink there is -ELOOP. For files outside cgroupfs that a
+ * local user must not redirect (the boot unit's files below --root). The fd or -errno. */
+int cg_open_beneath(int rootfd, const char *relpath, int oflags, unsigned int mode, int flags);
 
 int cg_online_cpus(void);
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from cgalloc.cli import main
 
 # The host a test's CLI runs act on: None is this machine (fakecgroup.use_fake_tree sets a
@@ -26,3 +29,15 @@ def keep_escapes(monkeypatch) -> None:
     import typer._click.utils
 
     monkeypatch.setattr(typer._click.utils, "should_strip_ansi", lambda *_a, **_k: False)
+
+
+def files_below(root: Path) -> dict[str, str]:
+    """Every file and link below ``root`` (links not followed): path -> content or '-> target';
+    what a command run with ``--root`` left there."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            path = Path(dirpath, name)
+            rel = str(path.relative_to(root))
+            out[rel] = "-> " + os.readlink(path) if path.is_symlink() else path.read_text()
+    return out

@@ -39,6 +39,7 @@ def _v2_files(controllers: set[str]) -> dict[str, str]:
         files |= {"cpu.weight": "100", "cpu.max": "max 100000", "cpu.stat": "usage_usec 0"}
     if "memory" in controllers:
         files |= {"memory.max": "max", "memory.current": "0", "memory.min": "0", "memory.low": "0"}
+        files |= {"memory.swap.max": "max", "memory.swap.current": "0"}
     if "pids" in controllers:
         files |= {"pids.max": "max", "pids.current": "0"}
     if "cpuset" in controllers:
@@ -61,6 +62,7 @@ def _v1_files(controllers: list[str], root: bool = False) -> dict[str, str]:
             files |= {"cpuset.cpus": "0-3" if root else "", "cpuset.mems": "0" if root else ""}
         elif c == "memory":
             files |= {"memory.limit_in_bytes": V1_UNLIMITED, "memory.usage_in_bytes": "0"}
+            files |= {"memory.memsw.limit_in_bytes": V1_UNLIMITED}
         elif c == "pids" and not root:
             files |= {"pids.max": "max", "pids.current": "0"}
         elif c == "hugetlb":
@@ -131,6 +133,8 @@ class FakeKernel:
             procs = (target.parent / "cgroup.procs").read_text().strip()
             if procs and target.read_text().strip():
                 raise OSError(28, "No space left on device")
+        if target.name in _MEMSW_PAIR:
+            _memsw_invariant(target, value)
         if target.name != "cgroup.subtree_control":
             return value.rstrip("\n") + "\n"
         current = target.read_text().split()
@@ -150,6 +154,27 @@ class FakeKernel:
         target = Path(mount, relpath)
         if target.name == "cgroup.subtree_control":
             _offer_to_children(target.parent, set(target.read_text().split()))
+
+
+_MEMSW_PAIR = {"memory.limit_in_bytes": "memory.memsw.limit_in_bytes"}
+_MEMSW_PAIR |= {v: k for k, v in _MEMSW_PAIR.items()}
+
+
+def _v1_bytes(text: str) -> int:
+    value = int(text.strip())
+    return int(V1_UNLIMITED) if value < 0 else value
+
+
+def _memsw_invariant(target: Path, value: str) -> None:
+    """mm/memcontrol.c mem_cgroup_resize_max (v1): the memory+swap limit is never below the
+    memory limit; a write that would break that fails with EINVAL."""
+    other = target.with_name(_MEMSW_PAIR[target.name])
+    if not other.exists():
+        return
+    new, current = _v1_bytes(value), _v1_bytes(other.read_text())
+    memsw = target.name == "memory.memsw.limit_in_bytes"
+    if (memsw and new < current) or (not memsw and new > current):
+        raise OSError(22, "Invalid argument")
 
 
 def _offer_to_children(parent: Path, enabled: set[str]) -> None:

@@ -174,6 +174,9 @@ install_cgalloc() {
 			python3-venv python3-dev gcc libc6-dev cgroup-tools || return 1
 	fi
 	[[ -x $venv/bin/python ]] || python3 -m venv "$venv" || return 1
+	# The boot unit runs this editable install as root, and install-unit refuses code another
+	# user could change: the rsync'd checkout is the vagrant user's (rsync__chown), so root's.
+	chown -R root:root "$src" && chmod -R go-w "$src" || return 1
 	local wheels=()
 	if [[ -d $src/vagrant/wheelhouse ]]; then
 		wheels=(--no-index --find-links "$src/vagrant/wheelhouse")

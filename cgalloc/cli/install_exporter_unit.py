@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 
 import typer
 
-from cgalloc.cli.install_unit import _reload, _show
+from cgalloc.cli.install_unit import (
+    ALLOW_UNSAFE_HELP,
+    UNINSTALL_HELP,
+    check_interpreter,
+    check_trust,
+    chosen_args,
+    open_root,
+    write_changes,
+)
 from cgalloc.cli.options import dry_run_option, quiet_option
-from cgalloc.cli.render import warn
-from cgalloc.errors import HostError, InputError
-from cgalloc.inputs.loading import read_bounded
-from cgalloc.ops.bootunit import CONFIG_KIND, apply_changes
+from cgalloc.errors import InputError
+from cgalloc.host import safefs
 from cgalloc.ops.exporterunit import (
     CONFIG_FILE,
     DEFAULT_ARGS,
     UNIT_NAME,
     config_args,
     install_changes,
+    read_config,
     uninstall_changes,
 )
 
@@ -28,8 +33,10 @@ HELP = (
     " default) without any capability, the system and the cgroup tree read-only, restarted on"
     " failure, and enable it. The exporter's arguments go to /etc/cgalloc/exporter.conf,"
     " written only when absent; give them after '--' (default: --config"
-    " /var/lib/kubelet/config.yaml). They are checked before anything is written. Re-running"
-    " changes nothing; --uninstall removes the unit and its link (the config file stays)."
+    " /var/lib/kubelet/config.yaml). They are checked before anything is written, and so is"
+    " that root alone can change what the unit runs and reads. Re-running changes nothing;"
+    " --uninstall removes the unit and its link when cgalloc wrote them (the config file"
+    " stays)."
 )
 EXAMPLES = (
     "sudo cgalloc install-exporter-unit -- --config /var/lib/kubelet/config.yaml",
@@ -74,50 +81,51 @@ def register(app: typer.Typer) -> None:
         uninstall: bool = typer.Option(
             False,
             "--uninstall",
-            # install-unit's text: one help per option name (its drop-ins: none here)
-            help="Remove the unit, its enable link and cgalloc's drop-ins instead.",
+            help=UNINSTALL_HELP,  # install-unit's text: one help per option name
+        ),
+        allow_unsafe_interpreter: bool = typer.Option(
+            False, "--allow-unsafe-interpreter", help=ALLOW_UNSAFE_HELP
         ),
         quiet: bool = quiet_option(),
     ) -> None:
-        base = Path(root)
-        if not root or not base.is_dir():
-            raise InputError(f"--root {root!r} is not a directory; give an existing directory.")
-        if uninstall:
-            if exporter_args:
-                raise InputError("--uninstall takes no EXPORTER-ARGS; drop them.")
-            changes = uninstall_changes(base)
+        base = open_root(root)
+        try:
+            _install(base, exporter_args, dry_run, uninstall, allow_unsafe_interpreter, quiet)
+        finally:
+            base.close()
+
+
+def _install(
+    base: safefs.Beneath,
+    exporter_args: list[str] | None,
+    dry_run: bool,
+    uninstall: bool,
+    allow_unsafe: bool,
+    quiet: bool,
+) -> None:
+    """install-exporter-unit's run below ``base``: every check before anything is written."""
+    if uninstall:
+        if exporter_args:
+            raise InputError("--uninstall takes no EXPORTER-ARGS; drop them.")
+        changes = uninstall_changes(base)
+    else:
+        text = read_config(base)
+        existing = config_args(text) if text is not None else None
+        args = chosen_args(exporter_args, existing, DEFAULT_ARGS, CONFIG_FILE, "exporter")
+        _check_exporter_args(args)
+        command = [sys.executable, "-m", "cgalloc"]
+        changes = install_changes(base, command, args)
+        check_trust(base, [CONFIG_FILE, *(c.path for c in changes)], "the exporter unit")
+        check_interpreter(command, allow_unsafe, "the exporter unit")
+    if not write_changes(base, changes, dry_run, quiet):
+        return
+    if not quiet:
+        if not changes:
+            typer.echo("nothing to change")
+        elif uninstall:
+            typer.echo(f"removed {len(changes)} files; /{CONFIG_FILE} kept")
         else:
-            config = base / CONFIG_FILE
-            existing = None
-            if config.is_file():
-                existing = config_args(read_bounded(str(config), "--root", kind=CONFIG_KIND))
-            args = list(exporter_args or ()) or existing or list(DEFAULT_ARGS)
-            if exporter_args and existing is not None and list(exporter_args) != existing:
-                raise InputError(
-                    f"/{CONFIG_FILE} already holds other exporter arguments"
-                    f" ({' '.join(existing)}); edit that file instead."
-                )
-            _check_exporter_args(args)
-            changes = install_changes(base, [sys.executable, "-m", "cgalloc"], args)
-        if not quiet:
-            _show(changes, dry_run)
-        if dry_run:
-            if not quiet:
-                typer.echo(f"dry run: {len(changes)} files would change, nothing written")
-            return
-        if changes and base == Path("/") and os.geteuid() != 0:
-            raise HostError("installing the unit needs root; --dry-run shows the files.")
-        apply_changes(base, changes)
-        warning = _reload(base) if changes else None
-        if warning:
-            warn([warning])
-        if not quiet:
-            if not changes:
-                typer.echo("nothing to change")
-            elif uninstall:
-                typer.echo(f"removed {len(changes)} files; /{CONFIG_FILE} kept")
-            else:
-                typer.echo(
-                    f"{UNIT_NAME} installed and enabled: {len(changes)} files changed"
-                    " (systemctl start cgalloc-exporter starts it now)"
-                )
+            typer.echo(
+                f"{UNIT_NAME} installed and enabled: {len(changes)} files changed"
+                " (systemctl start cgalloc-exporter starts it now)"
+            )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import typer
 
@@ -13,19 +12,21 @@ from cgalloc.cli.inputs import node_inputs_from
 from cgalloc.cli.options import dry_run_option, quiet_option
 from cgalloc.cli.render import printable, warn
 from cgalloc.errors import HostError, InputError
+from cgalloc.host import safefs
 from cgalloc.host.systemd import systemd_running
-from cgalloc.inputs.loading import read_bounded
 from cgalloc.ops.bootunit import (
     BOOT_REFUSED,
     CONFIG_FILE,
-    CONFIG_KIND,
     DEFAULT_SETUP_ARGS,
     UNIT_NAME,
     FileChange,
     apply_changes,
+    boot_code_paths,
     config_args,
     daemon_slice,
     install_changes,
+    read_config,
+    trust_problems,
     uninstall_changes,
 )
 
@@ -33,9 +34,29 @@ HELP = (
     "Install cgalloc-setup.service, which runs `cgalloc setup` at boot before containerd, "
     "CRI-O and the kubelet (a cgroupfs tree and transient slices do not survive a reboot), and "
     "enable it. Setup's arguments go to /etc/cgalloc/setup.conf, written only when absent; "
-    "give them after '--' (default: --config /var/lib/kubelet/config.yaml). They are checked "
-    "before anything is written. Re-running changes nothing; --uninstall removes the unit, its "
-    "link and the drop-ins (the config file stays)."
+    "give them after '--' (default: --match-kubelet, the node's kubelet's own inputs). They are "
+    "checked before anything is written, and so is that root alone can change what the unit "
+    "runs and reads at boot. Re-running changes nothing; --uninstall removes the unit, its link "
+    "and the drop-ins it wrote (the config file stays)."
+)
+UNSAFE_CODE = (
+    "{unit} would run {exe} -m cgalloc as root at every boot, but a user other than root "
+    "can change what it runs ({what}); install cgalloc where only root can change it (a "
+    "root-owned virtual environment, or the system's packages), or give "
+    "--allow-unsafe-interpreter to install it anyway."
+)
+UNSAFE_FILES = (
+    "--root {root}: {unit} runs as root what these files say, and a user other than root "
+    "can change them ({what}); {command} writes only where root alone can: correct the "
+    "owner or mode, and run again."
+)
+UNINSTALL_HELP = (
+    "Remove what it installed instead: the unit and cgalloc's drop-ins when they carry its "
+    "marker line, and the enable link when it points at the unit; the config file stays."
+)
+ALLOW_UNSAFE_HELP = (
+    "Install even when a user other than root can change the interpreter or the cgalloc "
+    "package the unit runs as root at boot (a warning instead of a refusal)."
 )
 EXAMPLES = (
     "sudo cgalloc install-unit                      # setup --match-kubelet at every boot",
@@ -67,9 +88,90 @@ def _daemon_names(values: list[str]) -> list[str]:
     return [n.strip() for v in values for n in v.split(",") if n.strip()]
 
 
-def _reload(root: Path) -> str | None:
+def _is_real_root(root: str) -> bool:
+    return os.path.realpath(root) == "/"
+
+
+def _listed(problems: list[str], total: int) -> str:
+    more = f"; and {total - len(problems)} more" if total > len(problems) else ""
+    return "; ".join(problems) + more
+
+
+def check_interpreter(command: list[str], allow: bool, unit: str = "the boot unit") -> None:
+    """Refuse (or with ``allow`` warn of) an interpreter or package a user could change."""
+    problems, total = safefs.first_problems(boot_code_paths(command[0]))
+    if not problems:
+        return
+    message = UNSAFE_CODE.format(unit=unit, exe=command[0], what=_listed(problems, total))
+    if not allow:
+        raise InputError(message)
+    warn([message.split("; install cgalloc")[0] + "; installing it as --allow-unsafe-interpreter"
+          " asks."])  # fmt: skip
+
+
+def open_root(root: str) -> safefs.Beneath:
+    """``--root`` opened for the no-follow walk below it (InputError when not a directory)."""
+    try:  # "" would be the current directory
+        base = safefs.Beneath(root) if root else None
+    except OSError:
+        base = None
+    if base is None:
+        raise InputError(f"--root {root!r} is not a directory; give an existing directory.")
+    return base
+
+
+def chosen_args(
+    given: list[str] | None,
+    existing: list[str] | None,
+    default: tuple[str, ...],
+    config_file: str,
+    what: str,
+) -> list[str]:
+    """The unit's arguments: those ``given``, else those the config file holds (``existing``),
+    else ``default``; given ones that differ from the file's are refused (edit the file)."""
+    if given and existing is not None and list(given) != existing:
+        raise InputError(
+            f"/{config_file} already holds other {what} arguments "
+            f"({' '.join(existing)}); edit that file instead."
+        )
+    return list(given or ()) or existing or list(default)
+
+
+def check_trust(base: safefs.Beneath, paths: list[str], unit: str) -> None:
+    """Refuse to write below ``base`` unless root alone can change ``paths`` (what ``unit``
+    reads as root) and the directories that hold them."""
+    problems = trust_problems(base, list(dict.fromkeys(paths)))
+    if problems:
+        command = "install-unit" if unit == "the boot unit" else "install-exporter-unit"
+        raise InputError(
+            UNSAFE_FILES.format(root=base.path, unit=unit, command=command,
+                                what="; ".join(problems))
+        )  # fmt: skip
+
+
+def write_changes(
+    base: safefs.Beneath, changes: list[FileChange], dry_run: bool, quiet: bool
+) -> bool:
+    """Show ``changes`` and, unless ``dry_run``, make them below ``base`` and tell systemd on a
+    real root. False when nothing was to be written (a dry run)."""
+    if not quiet:
+        _show(changes, dry_run)
+    if dry_run:
+        if not quiet:
+            typer.echo(f"dry run: {len(changes)} files would change, nothing written")
+        return False
+    if changes and _is_real_root(base.path) and os.geteuid() != 0:
+        raise HostError("installing the unit needs root; --dry-run shows the files.")
+    apply_changes(base, changes)
+    warning = _reload(base.path) if changes else None
+    if warning:
+        warn([warning])
+    return True
+
+
+def _reload(root: str) -> str | None:
     """``systemctl daemon-reload`` on a real root under systemd; a warning when it fails."""
-    if root != Path("/") or not systemd_running():
+    if not _is_real_root(root) or not systemd_running():
         return None
     done = subprocess.run(
         ["systemctl", "daemon-reload"], capture_output=True, text=True, timeout=120
@@ -112,52 +214,58 @@ def register(app: typer.Typer) -> None:
         uninstall: bool = typer.Option(
             False,
             "--uninstall",
-            help="Remove the unit, its enable link and cgalloc's drop-ins instead.",
+            help=UNINSTALL_HELP,
+        ),
+        allow_unsafe_interpreter: bool = typer.Option(
+            False,
+            "--allow-unsafe-interpreter",
+            help=ALLOW_UNSAFE_HELP,
         ),
         quiet: bool = quiet_option(),
     ) -> None:
-        base = Path(root)
-        if not root or not base.is_dir():  # Path("") is the current directory
-            raise InputError(f"--root {root!r} is not a directory; give an existing directory.")
-        if uninstall:
-            if setup_args or _daemon_names(daemons):
-                given = "SETUP-ARGS" if setup_args else "--daemons"
-                raise InputError(
-                    f"--uninstall removes what install-unit wrote and takes no {given}; drop them."
-                )
-            changes = uninstall_changes(base)
-        else:
-            config = base / CONFIG_FILE
-            existing = None
-            if config.is_file():
-                existing = config_args(read_bounded(str(config), "--root", kind=CONFIG_KIND))
-            args = list(setup_args or ()) or existing or list(DEFAULT_SETUP_ARGS)
-            if setup_args and existing is not None and list(setup_args) != existing:
-                raise InputError(
-                    f"/{CONFIG_FILE} already holds other setup arguments "
-                    f"({' '.join(existing)}); edit that file instead."
-                )
-            cfg = _setup_inputs(args)
-            dropins = {d: daemon_slice(cfg, d) for d in _daemon_names(daemons)}
-            command = [sys.executable, "-m", "cgalloc"]
-            changes = install_changes(base, command, args, dropins)
-        if not quiet:
-            _show(changes, dry_run)
-        if dry_run:
-            if not quiet:
-                typer.echo(f"dry run: {len(changes)} files would change, nothing written")
-            return
-        if changes and base == Path("/") and os.geteuid() != 0:
-            raise HostError("installing the unit needs root; --dry-run shows the files.")
-        apply_changes(base, changes)
-        warning = _reload(base) if changes else None
-        if warning:
-            warn([warning])
-        if not changes:
-            summary = "nothing to change"
-        elif uninstall:
-            summary = f"removed {len(changes)} files; /{CONFIG_FILE} kept"
-        else:
-            summary = f"{UNIT_NAME} installed and enabled: {len(changes)} files changed"
-        if not quiet:
-            typer.echo(summary)
+        base = open_root(root)
+        try:
+            _install_unit(
+                base, setup_args, daemons, dry_run, uninstall, allow_unsafe_interpreter, quiet
+            )
+        finally:
+            base.close()
+
+
+def _install_unit(
+    base: safefs.Beneath,
+    setup_args: list[str] | None,
+    daemons: list[str],
+    dry_run: bool,
+    uninstall: bool,
+    allow_unsafe: bool,
+    quiet: bool,
+) -> None:
+    """install-unit's run below ``base``: every check before anything is written."""
+    if uninstall:
+        if setup_args or _daemon_names(daemons):
+            given = "SETUP-ARGS" if setup_args else "--daemons"
+            raise InputError(
+                f"--uninstall removes what install-unit wrote and takes no {given}; drop them."
+            )
+        changes = uninstall_changes(base)
+    else:
+        text = read_config(base)
+        existing = config_args(text) if text is not None else None
+        args = chosen_args(setup_args, existing, DEFAULT_SETUP_ARGS, CONFIG_FILE, "setup")
+        cfg = _setup_inputs(args)
+        dropins = {d: daemon_slice(cfg, d) for d in _daemon_names(daemons)}
+        command = [sys.executable, "-m", "cgalloc"]
+        changes = install_changes(base, command, args, dropins)
+        check_trust(base, [CONFIG_FILE, *(c.path for c in changes)], "the boot unit")
+        check_interpreter(command, allow_unsafe)
+    if not write_changes(base, changes, dry_run, quiet):
+        return
+    if not changes:
+        summary = "nothing to change"
+    elif uninstall:
+        summary = f"removed {len(changes)} files; /{CONFIG_FILE} kept"
+    else:
+        summary = f"{UNIT_NAME} installed and enabled: {len(changes)} files changed"
+    if not quiet:
+        typer.echo(summary)

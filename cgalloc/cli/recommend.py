@@ -336,16 +336,23 @@ def save_dropin(directory: str, text: str) -> str:
         )
     path = os.path.join(directory, DROPIN_NAME)
     tmp = f"{path}.{os.getpid()}.tmp"
+    made = False
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        # the kubelet reads the drop-in as root: a name planted at the temporary is refused,
+        # never followed or removed (exclusive, no-follow)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, 0o644)
+        made = True
+        with open(fd, "w", encoding="utf-8") as f:
             f.write(text + "\n")
         os.replace(tmp, path)
+        made = False
     except OSError as exc:
         raise InputError(
             f"--write-dropin {directory}: cannot write {DROPIN_NAME}: {exc.strerror or exc}."
         ) from None
     finally:
-        if os.path.exists(tmp):
+        if made:
             os.unlink(tmp)
     return path
 

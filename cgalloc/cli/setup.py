@@ -53,13 +53,17 @@ EXAMPLES = (
     "sudo cgalloc setup --config /var/lib/kubelet/config.yaml --kube-reserved-cgroup /kube.slice",
     "sudo cgalloc setup --enforce pods,kube-reserved --kube-reserved cpu=500m,memory=1Gi \\",
     "    --kube-reserved-cgroup /kube.slice -o json > setup-report.json",
+    "cgalloc setup --match-kubelet --reserved-protection protect --dry-run   # memory.min, no cap",
+    "sudo cgalloc setup --match-kubelet --reserved-protection protect --reserved-swap none \\",
+    "    --reserved-cpu-weight proportional   # protected, out of swap, weighted by reservation",
 )
 # A terminal shows one redrawn progress line instead of one line per change above this many.
 COMPACT_PROGRESS = 20
+PROTECT_PANEL = "Protection beyond the kubelet (opt in, docs/protect.md)"
 def _keyword(
-    name: str, annotation: object, default: object, *decls: str, **kw
+    name: str, annotation: object, default: object, *decls: str, panel: str = TREE_PANEL, **kw
 ) -> inspect.Parameter:
-    option = typer.Option(default, *decls, rich_help_panel=TREE_PANEL, **kw)
+    option = typer.Option(default, *decls, rich_help_panel=panel, **kw)
     return inspect.Parameter(
         name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation
     )
@@ -77,6 +81,52 @@ def _procs(role: str) -> inspect.Parameter:
         "process there is a one-off: a daemon is back in its unit's cgroup after its next "
         "restart; `cgalloc install-unit --daemons` keeps it there.",
     )
+
+
+def _protection_options() -> list[inspect.Parameter]:
+    """The reserved cgroups beyond the kubelet (docs/protect.md): off by default."""
+    return [
+        _keyword(
+            "reserved_protection",
+            str,
+            "cap",
+            "--reserved-protection",
+            metavar="cap|protect|protect-low|both",
+            panel=PROTECT_PANEL,
+            help="Memory of the reserved cgroups. cap (default): the kubelet's memory.max at the "
+            "reservation where the role is enforced in full. protect: memory.min at the "
+            "reservation and no memory.max, so the daemons are kept from reclaim and not "
+            "OOM-killed at their reservation (kubernetes#128284). protect-low: memory.low "
+            "instead (protected while other memory can be reclaimed). both: the kubelet's cap "
+            "and memory.min. Applies to every named reserved cgroup that reserves memory, "
+            "enforced or not; cgroup v2 only (v1 has no memory protection).",
+        ),
+        _keyword(
+            "reserved_swap",
+            str,
+            "allow",
+            "--reserved-swap",
+            metavar="allow|none",
+            panel=PROTECT_PANEL,
+            help="none: keep the reserved cgroups out of swap, KEP-2400's best practice for "
+            "system daemons: memory.swap.max 0 on cgroup v2, memory.memsw.limit_in_bytes equal "
+            "to the memory cap on v1 (refused where v1 has no cap). allow (default): the "
+            "kernel's default, as the kubelet leaves it.",
+        ),
+        _keyword(
+            "reserved_cpu_weight",
+            str,
+            "kubelet",
+            "--reserved-cpu-weight",
+            metavar="kubelet|proportional",
+            panel=PROTECT_PANEL,
+            help="proportional: give every named reserved cgroup that reserves CPU the weight "
+            "kubepods has per CPU, times its reserved CPUs (kubepods' cpu.weight x reserved CPU "
+            "/ kubepods' CPU; cpu.shares on v1), so under contention the CPU splits as the "
+            "reservations do (kubernetes#139790). kubelet (default): the kubelet's shares where "
+            "it enforces the role.",
+        ),
+    ]
 
 
 def tree_options(command: Callable[..., object]) -> Callable[..., object]:
@@ -115,6 +165,7 @@ def tree_options(command: Callable[..., object]) -> Callable[..., object]:
         ),
         _procs("kube-reserved"),
         _procs("system-reserved"),
+        *_protection_options(),
         _keyword(
             "systemd_mode",
             str,

@@ -255,6 +255,10 @@ def register(app: typer.Typer) -> None:
             pod_paths = (("pod", p["cgroup"].lstrip("/")) for p in doc["pods"])
             doc["warnings"] += naming.setup_refusals(pod_paths)
         doc["warnings"] += tree.value_refusals(cfg, alloc, cgroups, cpus)
+        version = "v2"  # no hierarchy here: the weights of v2, where nodes are going
+        with contextlib.suppress(HostError):
+            version = detect(cgroupfs, ctx.obj.mountinfo).version
+        doc["warnings"] += tree.assumed_contention(cfg, alloc, version)
         warn(doc["warnings"])
         emit(doc, output, lambda: table(doc))
         # validateNodeAllocatable / enforceNodeAllocatableCgroups (pkg/kubelet/cm): the kubelet

@@ -16,18 +16,18 @@ from cgalloc.cli.options import CGROUPFS
 from cgalloc.cli.optspec import Opt
 from cgalloc.cli.render import OUTPUT, OutputFormat, dumps, echo, printable, warn
 from cgalloc.errors import InputError
-from cgalloc.host import netstats
 from cgalloc.model.hierarchy import Hierarchy, controller_dirs
 from cgalloc.model.kernel_ranges import name_refusal
 from cgalloc.model.naming import CGROUP_FIELDS, driver
 from cgalloc.model.naming import clean_cgroupfs_path as _daemon_path
 from cgalloc.model.naming import kubepods_path as _kubepods_path
 from cgalloc.model.naming import reserved_path as _reserved_path
-from cgalloc.model.resources import MEMORY
 from cgalloc.ops import stats
 
 if TYPE_CHECKING:
     import typer
+
+    from cgalloc.cli import stats_summary
 
 STATS_HELP = (
     "Read the usage of this node's cgroup tree (root, kubepods, QoS tiers, pods, kube-reserved"
@@ -84,7 +84,10 @@ _FLAGS = {
 class _Run:
     """One `cgalloc stats` invocation: the node's targets, a reader, the previous sample."""
 
-    def __init__(self, inputs: NodeInputs, cgroupfs: str, daemons: dict[str, str]):
+    def __init__(
+        self, inputs: NodeInputs, cgroupfs: str, daemons: dict[str, str], document: bool = False
+    ):
+        self.inputs = inputs
         self.cfg, self.capacity = inputs.load()
         self.kubepods = _kubepods_path(self.cfg)
         self.reserved = {}
@@ -105,6 +108,11 @@ class _Run:
         self.keep: Callable[[stats.Target], bool] = lambda _t: True
         self.one_shot = False  # every read cold: no later sample would re-read a kept fd
         self.dated = False  # the document's start times are wanted: take them with the reads
+        self.summary: stats_summary.Summary | None = None
+        if document:  # the document's module is loaded for a document only
+            from cgalloc.cli import stats_summary
+
+            self.summary = stats_summary.Summary(self, daemons)
 
     def _check_lengths(self) -> None:
         """A cgroup the kernel cannot name (past NAME_MAX or PATH_MAX below the longest
@@ -120,7 +128,10 @@ class _Run:
         """The targets and their records; ``shown`` False for a read only a rate is taken
         from (its start times are not wanted)."""
         # Pods come and go: list them again on every sample.
-        targets = stats.node_targets(self.cfg, self.h, self.kubepods, self.reserved, self.daemons)
+        daemons = self.daemons if self.summary is None else self.summary.daemons()
+        targets = stats.node_targets(self.cfg, self.h, self.kubepods, self.reserved, daemons)
+        if self.summary is not None:
+            targets += self.summary.containers(targets)
         # The table's --role / --depth: cgroups not shown are not read either.
         targets = [t for t in targets if self.keep(t)]
         paths = [t.path for t in targets]
@@ -131,49 +142,8 @@ class _Run:
 
     def document(self, targets, recs, node_name: str) -> dict:
         """The /stats/summary document of one sample."""
-        now = time.time()
-        when = stats.rfc3339(now)
-        by_path = {t.path: (t, r) for t, r in zip(targets, recs, strict=True)}
-        sys_paths = stats.system_container_paths(self.kubepods, self.reserved, self.daemons)
-        pods_read = [(t, r) for t, r in zip(targets, recs, strict=True)
-                     if t.role == "pod" and r.found]  # fmt: skip
-        wanted = [*sys_paths.values(), *(t.path for t, _ in pods_read)]
-        boot = stats.boot_time()
-        times = stats.start_times(self.h, wanted, boot, self.reader.dates)
-        started = dict(zip(wanted, times, strict=True))
-
-        def start(path: str) -> str:
-            created = started[path]
-            return stats.rfc3339(created if created is not None else now)
-
-        system = []
-        for name, path in sys_paths.items():
-            _, rec = by_path[path]
-            if rec.found:
-                summary = stats.container_summary(name, rec, self.prev.get(path), when, start(path))
-                system.append(summary)
-        _, root = by_path[""]
-        node = {
-            "nodeName": node_name,
-            "systemContainers": system,
-            "startTime": stats.rfc3339(boot),
-            "cpu": stats.cpu_summary(root, self.prev.get(""), when),
-            "memory": stats.memory_summary(root, when, limit=self.capacity[MEMORY].value()),
-            "network": netstats.network_summary(netstats.interface_stats(), when),
-            "rlimit": stats.rlimit_summary(when),
-        }
-        pods = []
-        for t, rec in pods_read:
-            pod: dict[str, object] = {
-                "podRef": {"uid": t.pod_uid},
-                "startTime": start(t.path),
-                "cpu": stats.cpu_summary(rec, self.prev.get(t.path), when),
-                "memory": stats.memory_summary(rec, when),
-            }
-            if rec.pids_current is not None:
-                pod["process_stats"] = {"process_count": rec.pids_current}
-            pods.append(pod)
-        return {"node": node, "pods": pods}
+        assert self.summary is not None
+        return self.summary.document(targets, recs, node_name)
 
     def rows(self, targets, recs) -> list[stats_table.Row]:
         """The table's rows of one sample: the cgroups found, with their rate and overflow."""
@@ -272,13 +242,14 @@ OPTIONS: tuple[Opt, ...] = (
         " taken from; 0 reads once and leaves the rate out."
         f"  [default: {DEFAULT_INTERVAL:g}]", "SECONDS"),
     Opt("kubelet_cgroups", ("--kubelet-cgroups",), str, "",
-        "The kubelet's cgroup; default: kubeletCgroups from --config, else the kube-reserved"
-        " cgroup.", "CGROUP"),
+        "The kubelet's cgroup; default: kubeletCgroups from --config (stats -o json: else the"
+        " running kubelet's own, as the kubelet finds it).", "CGROUP"),
     Opt("runtime_cgroups", ("--runtime-cgroups",), str, "",
-        "The container runtime's cgroup; default: runtimeCgroups from --config.", "CGROUP"),
+        "The container runtime's cgroup; default: runtimeCgroups from --config (a field the"
+        " kubelet does not read: stats -o json lists runtime only for this option or the"
+        " kubelet's own --runtime-cgroups flag).", "CGROUP"),
     Opt("system_cgroups", ("--system-cgroups",), str, "",
-        "The OS daemons' cgroup; default: systemCgroups from --config, else the"
-        " system-reserved cgroup.", "CGROUP"),
+        "The OS daemons' cgroup; default: systemCgroups from --config.", "CGROUP"),
     Opt("node_name", ("--node-name",), str, "", "nodeName in the JSON (default: hostname).",
         "NAME"),
     Opt("role", ("--role",), str, "",
@@ -345,10 +316,11 @@ def run_stats(
         if value and not value.startswith("/"):
             raise InputError(f"{flag} must be an absolute cgroup path such as /kubelet.")
     view = _view(output, watch, sort_by, not no_headers, role, depth)
-    run = _Run(inputs, cgroupfs, {k: v for k, v in daemons.items() if v})
+    document = output is not OutputFormat.table
+    run = _Run(inputs, cgroupfs, {k: v for k, v in daemons.items() if v}, document)
     run.keep = stats_table.keeper(stats_table.parse_roles(role), depth)
     run.one_shot = watch is None
-    run.dated = output is not OutputFormat.table
+    run.dated = document
     name = node_name or os.uname().nodename  # gethostname(2) is uname's nodename
     try:
         if watch is None:

@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
             state.require_existing()
             record = state.peek()
             warn(state.notes)
-            units = _units(peek_units(state), UnitRecord())
+            units = _units(peek_units(state, cgroupfs, record), UnitRecord())
             lines, kept = preview_teardown(cgroupfs, record)
             lines += _unit_lines(units, ("stop", "restore"))
             summary = f"dry run: {len(lines) - kept} changes to undo, nothing written"
@@ -75,9 +75,10 @@ def register(app: typer.Typer) -> None:
             record = state.load()
             warn(state.notes)
             # after load: an earlier boot's systemd record is discarded there
-            before = UnitRecord.load(state_dir)
+            before = UnitRecord.load(state)
             result = teardown(cgroupfs, state, record, host=host)
-        units = _units(before, UnitRecord.load(state_dir))
+            after = UnitRecord.load(state)
+        units = _units(before, after)
         stopped = len(units["unitsStopped"])
         if result.kept:
             summary = f"undid {result.writes} changes, kept {len(result.kept)}"

@@ -23,6 +23,7 @@ VERIFY_HELP = (
 EXAMPLES = (
     "cgalloc verify --config /var/lib/kubelet/config.yaml   # exit 0: in sync, 1: drift",
     "cgalloc verify --config /var/lib/kubelet/config.yaml --static-pods -o json",
+    "cgalloc verify --match-kubelet --reserved-protection protect   # as setup was given",
 )
 
 

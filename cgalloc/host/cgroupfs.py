@@ -10,8 +10,9 @@ from cgalloc.errors import HostError
 from cgalloc.model.hierarchy import V1_CONTROLLERS, Hierarchy
 
 
-def _unescape(text: str) -> str:
-    # mountinfo escapes space, tab, newline and backslash as \ooo octal.
+def unescape(text: str) -> str:
+    """A mountinfo field with its escapes undone: space, tab, newline and backslash are
+    written as \\ooo octal."""
     out, i = [], 0
     while i < len(text):
         if text[i] == "\\" and text[i + 1 : i + 4].isdigit():
@@ -36,7 +37,7 @@ def parse_mountinfo(text: str) -> list[tuple[str, str, frozenset[str]]]:
         fstype = fields[sep + 1]
         if fstype in ("cgroup", "cgroup2"):
             options = frozenset(fields[sep + 3].split(","))
-            mounts.append((_unescape(fields[4]), fstype, options))
+            mounts.append((unescape(fields[4]), fstype, options))
     return mounts
 
 

@@ -94,10 +94,13 @@ def interface_stats() -> list[InterfaceStats]:
 
 
 def network_summary(interfaces: list[InterfaceStats], time: str) -> dict[str, object]:
-    """The summary API's ``NetworkStats``: the default interface inline, all in ``interfaces``."""
-    out: dict[str, object] = {"time": time}
+    """The summary API's ``NetworkStats``: the default interface inline (its ``name`` always
+    there, "" without one: a field without omitempty), all in ``interfaces`` (left out when
+    there is none, as its omitempty does)."""
+    out: dict[str, object] = {"time": time, "name": ""}
     for iface in interfaces:
         if iface.name == DEFAULT_INTERFACE:
             out.update(iface.summary())
-    out["interfaces"] = [i.summary() for i in interfaces]
+    if interfaces:
+        out["interfaces"] = [i.summary() for i in interfaces]
     return out

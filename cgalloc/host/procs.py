@@ -69,3 +69,23 @@ def find(names: list[str], proc: str = PROC) -> list[Proc]:
             continue
         found.append(Proc(int(entry), match, parse_proc_cgroup(text)))
     return sorted(found, key=lambda p: p.pid)
+
+
+def in_cgroups(paths: set[str], key: str, proc: str = PROC) -> list[tuple[int, str, str, int]]:
+    """(pid, comm, cgroup, oom_score_adj) of the processes whose cgroup under ``key`` (a v1
+    controller, or "" for the v2 line) is one of ``paths`` ("/a/b") or below one, sorted by pid
+    (the kernel's threads stay in the root cgroup, so none is among them)."""
+    found = []
+    for entry in os.listdir(proc):
+        if not entry.isdigit():
+            continue
+        base = os.path.join(proc, entry)
+        cgroup = parse_proc_cgroup(_read(os.path.join(base, "cgroup")) or "").get(key)
+        if cgroup is None or not any(cgroup == p or cgroup.startswith(p + "/") for p in paths):
+            continue
+        adj = (_read(os.path.join(base, "oom_score_adj")) or "").strip()
+        if not adj.lstrip("-").isdigit():
+            continue  # exited meanwhile
+        comm = (_read(os.path.join(base, "comm")) or "").rstrip("\n")
+        found.append((int(entry), comm, cgroup, int(adj)))
+    return sorted(found)

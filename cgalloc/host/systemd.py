@@ -101,10 +101,11 @@ def _uint(value: int) -> int:
     return UINT64_MAX if value < 0 else value
 
 
-def unit_properties(files: dict[str, str], v2: bool) -> list[Property]:
+def unit_properties(files: dict[str, str], v2: bool, cpuset: bool = True) -> list[Property]:
     """The unit properties for one cgroup's limit files ({file: value} as cgalloc writes them).
 
-    Files systemd has no property for (hugetlb, memory+swap, v1 cpuset) are left to cgroupfs.
+    Files systemd has no property for (hugetlb, v1 memory+swap, v1 cpuset) are left to
+    cgroupfs; so is v2's cpuset without ``cpuset`` (see ``SystemdUnits``).
     """
     props: list[Property] = []
 
@@ -116,6 +117,7 @@ def unit_properties(files: dict[str, str], v2: bool) -> list[Property]:
         num("MemoryMax", "memory.max")
         num("MemoryMin", "memory.min")  # MemoryQoS (runc maps unified memory.min/low the same)
         num("MemoryLow", "memory.low")
+        num("MemorySwapMax", "memory.swap.max")  # --reserved-swap none
         num("CPUWeight", "cpu.weight")
         if "cpu.max" in files:
             quota, period = parse_limit_value("cpu.max", files["cpu.max"])
@@ -124,7 +126,7 @@ def unit_properties(files: dict[str, str], v2: bool) -> list[Property]:
             if period:
                 props.append(("CPUQuotaPeriodUSec", ("t", period)))
         for name, file in (("AllowedCPUs", "cpuset.cpus"), ("AllowedMemoryNodes", "cpuset.mems")):
-            if file in files:
+            if cpuset and file in files:
                 props.append((name, ("ay", cpuset_bitmask(files[file]))))
     else:
         if "memory.limit_in_bytes" in files:

@@ -74,16 +74,22 @@ def read_regular(path: str, limit: int) -> bytes:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotRegularFile(f"{path} is not a regular file")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        return read_fd(fd, limit)
     finally:
         os.close(fd)
+
+
+def read_fd(fd: int, limit: int) -> bytes:
+    """At most ``limit`` + 1 bytes from the open regular file ``fd`` (one more tells it is
+    larger), for a caller that opened it its own way (without following a symlink)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
     return b"".join(chunks)
 
 
@@ -98,6 +104,14 @@ def read_bounded(
         raise InputError(f"{field}: {exc}; give a {kind}.") from None
     except OSError as exc:
         raise InputError(f"{field}: cannot read {path} ({exc.strerror or exc}).") from None
+    return bounded_text(data, path, field, limit, kind)
+
+
+def bounded_text(
+    data: bytes, path: str, field: str, limit: int = FILE_LIMIT, kind: str = "YAML or JSON file"
+) -> str:
+    """What :func:`read_bounded` makes of the bytes read from ``path`` (at most ``limit`` + 1
+    of them), for a caller that opened the file its own way."""
     size = len(data)
     if size > limit:
         raise InputError(

@@ -6,6 +6,14 @@ reads ``staticPodPath`` (``pkg/kubelet/config/file.go``: regular files whose nam
 with '.', in name order, one Pod each, subdirectories skipped). Pods in phase Succeeded or Failed
 are skipped: the kubelet keeps no cgroup for them.
 
+Symlinks in a static-pod directory are followed, as the kubelet follows them: ``listConfig``
+and ``extractFromDir`` take ``os.Stat`` of the path and of each entry (a link to a regular file
+is read with ``os.Open``, one to a directory is not recursed into, a dangling one or a FIFO is
+skipped). A walk that followed none would plan no cgroup for a pod the kubelet runs; anyone who
+can put a link there can put a manifest there, and run a pod as root. What is read is bounded
+and must be a regular file when opened (:func:`cgalloc.inputs.loading.read_bounded`), so a link
+to a FIFO or a device cannot block or exhaust the run.
+
 The pod cgroup is named from the UID the kubelet uses: ``metadata.uid``, or for a mirror pod
 (annotation ``kubernetes.io/config.mirror``) the static pod's UID in ``kubernetes.io/config.hash``.
 A static manifest without ``metadata.uid`` is refused: the kubelet hashes the Go object dump with
@@ -317,7 +325,7 @@ def _static_dir(path: str, problems: _Problems, out: _Admitted) -> None:
         raise InputError(f"{FIELD}: cannot list {path} ({err.strerror or err}).") from None
     for name in names:
         file = os.path.join(path, name)
-        if not os.path.isfile(file):
+        if not os.path.isfile(file):  # os.Stat, as the kubelet's: a symlink is followed
             continue  # the kubelet skips subdirectories and other non-regular entries
         docs = _json_or_yaml(read_bounded(file, FIELD, LIMIT), f"{FIELD} {file}")
         if len(docs) != 1 or _kind(docs[0]) != ("v1", "Pod"):

@@ -37,6 +37,12 @@ def limit_files(limits: Limits) -> list[tuple[str, str, str]]:
         out.append(("pids", "pids.max", "max" if limits.pids < 0 else str(limits.pids)))
     if limits.memory:
         out.append(("memory", "memory.limit_in_bytes", str(max(limits.memory, -1))))
+    if limits.swap_max is not None and limits.memory and limits.memory > 0:
+        # --reserved-swap: v1 limits memory+swap together; the plan orders it against the
+        # memory limit (never below it). Without a memory limit there is nothing to write:
+        # tree.desired_tree refuses that (model/protection.py V1_SWAP_REFUSAL)
+        memsw = -1 if limits.swap_max < 0 else limits.memory + limits.swap_max
+        out.append(("memory", "memory.memsw.limit_in_bytes", str(memsw)))
     if limits.cpu_shares:
         out.append(("cpu", "cpu.shares", str(limits.cpu_shares)))
     # The period goes first: the kernel checks a new quota against the current period.
@@ -60,7 +66,7 @@ def parse_limit_value(filename: str, text: str) -> int | str | None:
     canonical); None for a file that is not a v1 limit. Raises ValueError for bad text."""
     if filename in ("cpuset.cpus", "cpuset.mems"):
         return format_cpuset(parse_cpuset(text))
-    if filename == "memory.limit_in_bytes" or (
+    if filename in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes") or (
         filename.startswith("hugetlb.") and filename.endswith(".limit_in_bytes")
     ):
         value = int(text)

@@ -14,6 +14,7 @@ _FRESH = {
     "memory.max": "max",
     "memory.min": "0",
     "memory.low": "0",
+    "memory.swap.max": "max",
     "pids.max": "max",
     "cpuset.cpus": "",
     "cpuset.mems": "",
@@ -42,7 +43,11 @@ def limit_files(limits: Limits, weight_formula: str = "kubelet") -> list[tuple[s
     for file, value in (("memory.min", limits.memory_min), ("memory.low", limits.memory_low)):
         if value is not None:
             out.append(("memory", file, str(value)))
-    if limits.cpu_shares:
+    if limits.swap_max is not None:  # --reserved-swap (model/protection.py)
+        out.append(("memory", "memory.swap.max", _max_or(limits.swap_max)))
+    if limits.cpu_weight is not None:  # --reserved-cpu-weight proportional: a weight as is
+        out.append(("cpu", "cpu.weight", str(limits.cpu_weight)))
+    elif limits.cpu_shares:
         weight = shares_to_weight(limits.cpu_shares, weight_formula)
         out.append(("cpu", "cpu.weight", str(weight)))
     if limits.cpu_quota or limits.cpu_period:
@@ -71,7 +76,7 @@ def parse_limit_value(filename: str, text: str) -> int | str | tuple[int, int | 
     if filename == "cpu.max":
         quota, _, period = text.partition(" ")
         return _int_or_max(quota), int(period) if period else None
-    if filename in ("memory.max", "memory.min", "memory.low", "pids.max") or (
+    if filename in ("memory.max", "memory.min", "memory.low", "memory.swap.max", "pids.max") or (
         filename.startswith("hugetlb.") and filename.endswith(".max")
     ):
         return _int_or_max(text)

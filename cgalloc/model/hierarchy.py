@@ -72,9 +72,10 @@ def controller_dirs(h: Hierarchy, path: str) -> dict[str, str]:
 def required_controllers(limits: Limits) -> frozenset[str]:
     """Controllers that must be enabled (v2 ``cgroup.subtree_control``) to apply ``limits``."""
     needed = set()
-    if limits.cpu_shares or limits.cpu_quota or limits.cpu_period:
+    if limits.cpu_shares or limits.cpu_quota or limits.cpu_period or limits.cpu_weight:
         needed.add("cpu")
-    if limits.memory or limits.memory_min is not None or limits.memory_low is not None:
+    memory = (limits.memory_min, limits.memory_low, limits.swap_max)
+    if limits.memory or any(v is not None for v in memory):
         needed.add("memory")
     if limits.pids:
         needed.add("pids")

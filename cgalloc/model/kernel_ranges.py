@@ -116,6 +116,7 @@ CHECKS: dict[str, Callable[[str], str | None]] = {
     "memory.max": _bytes,
     "memory.min": _bytes,  # MemoryQoS: the tiers' sums can pass PAGE_COUNTER_MAX
     "memory.low": _bytes,
+    "memory.swap.max": _bytes,  # --reserved-swap: page_counter_memparse too
     "memory.limit_in_bytes": _bytes,
     "memory.memsw.limit_in_bytes": _bytes,
     "pids.max": _pids,

@@ -39,6 +39,11 @@ class Limits(NamedTuple):
     # cgroup v2 only (the kubelet's ResourceConfig.Unified): MemoryQoS protection, or 0 to reset
     memory_min: int | None = None
     memory_low: int | None = None
+    # beyond the kubelet, on reserved cgroups only (model/protection.py): a v2 cpu.weight
+    # written as is instead of converted from cpu_shares, and the swap a cgroup may use in bytes
+    # (v2 memory.swap.max; v1 memory.memsw.limit_in_bytes = memory + swap_max)
+    cpu_weight: int | None = None
+    swap_max: int | None = None
 
 
 def milli_cpu_to_shares(milli_cpu: int) -> int:

@@ -20,7 +20,17 @@ from cgalloc.model.naming import (
     pod_path,
     reserved_path,
 )
-from cgalloc.model.resources import BESTEFFORT, BURSTABLE, GUARANTEED, MEMORY, add, subtract_clamped
+from cgalloc.model.protection import Protection, reserved_limits, v1_problems
+from cgalloc.model.resources import (
+    BESTEFFORT,
+    BURSTABLE,
+    CPU,
+    GUARANTEED,
+    MEMORY,
+    ResourceList,
+    add,
+    subtract_clamped,
+)
 from cgalloc.model.versions import has
 
 # The planning functions below import limits themselves: stats and
@@ -114,10 +124,47 @@ def with_unrequested_hugetlb(limits: Limits, page_sizes: Iterable[int]) -> Limit
     return limits._replace(hugetlb=tuple(sorted((s, given.get(s, 0)) for s in page_sizes)))
 
 
+def reserved_enforcement(cfg: NodeConfig, role: str) -> str | None:
+    """How the kubelet enforces ``role``'s reservation: "full", "compressible" (CPU only) or
+    None (not at all)."""
+    if role in cfg.enforce_node_allocatable:
+        return "full"
+    if f"{role}-compressible" in cfg.enforce_node_allocatable:
+        return "compressible"
+    return None
+
+
+def reservation(resources: ResourceList) -> dict[str, int]:
+    """A reservation by resource as protection reads it: memory in bytes, cpu in millicores."""
+    out = {}
+    if MEMORY in resources:
+        out["memory"] = resources[MEMORY].value()
+    if CPU in resources:
+        out["cpu"] = resources[CPU].milli_value()
+    return out
+
+
+def _kubepods_weight(alloc: Allocatable, v2: bool, formula: str) -> tuple[int, int] | None:
+    """kubepods' CPU weight as this hierarchy writes it (v2 cpu.weight, v1 cpu.shares) and its
+    millicores: what proportional weights start from; None without a CPU figure."""
+    from cgalloc.model.limits import milli_cpu_to_shares, shares_to_weight
+
+    cpu = alloc.kubepods.get(CPU)
+    if cpu is None:
+        return None
+    milli = cpu.milli_value()
+    shares = milli_cpu_to_shares(milli)
+    return (shares_to_weight(shares, formula) if v2 else shares), milli
+
+
 def _reserved_entries(cfg: NodeConfig, alloc: Allocatable) -> Iterable[tuple]:
-    """(role, cgroup value, resources), in the kubelet's enforcement order."""
-    yield "system-reserved", cfg.system_reserved_cgroup, alloc.system_reserved
-    yield "kube-reserved", cfg.kube_reserved_cgroup, alloc.kube_reserved
+    """(role, cgroup value, its limits when enforced or None, its reservation), in the
+    kubelet's enforcement order."""
+    from cgalloc.model.allocatable import effective_reservations
+
+    kube, system = effective_reservations(cfg)
+    yield "system-reserved", cfg.system_reserved_cgroup, alloc.system_reserved, system
+    yield "kube-reserved", cfg.kube_reserved_cgroup, alloc.kube_reserved, kube
 
 
 def desired_tree(
@@ -126,14 +173,24 @@ def desired_tree(
     hierarchy: Hierarchy,
     pods: Sequence[PodCgroup] = (),
     online_cpus: frozenset[int] | None = None,
+    protection: Protection = Protection(),
+    weight_formula: str = "kubelet",
 ) -> list[DesiredCgroup]:
     """The cgroups cgalloc manages for this node, parents first.
 
     ``online_cpus`` are the node's CPUs (the kubelet's GetAllCPUs); without them no cpuset is
     planned. The CPU manager policy decides the cpusets (``allocatable.cpu_sets``).
+    ``protection`` changes the reserved cgroups beyond the kubelet (model/protection.py; the
+    default is the kubelet's), ``weight_formula`` is the v2 shares→weight conversion its
+    proportional weight starts from.
     """
     from cgalloc.model.allocatable import cpu_sets  # allocatable imports config, which is fine here
-    from cgalloc.model.limits import format_cpuset, hugepage_limits, limits_from_resources
+    from cgalloc.model.limits import (
+        Limits,
+        format_cpuset,
+        hugepage_limits,
+        limits_from_resources,
+    )
 
     drv = driver(cfg.cgroup_driver)
     problems: list[str] = []
@@ -162,14 +219,11 @@ def desired_tree(
         else:
             add(node_cgroup, "kubepods", kube_limits)
 
-    for role, value, resources in _reserved_entries(cfg, alloc):
-        if role in cfg.enforce_node_allocatable:
-            compressible = False
-        elif f"{role}-compressible" in cfg.enforce_node_allocatable:
-            compressible = True
-        else:
-            continue
-        if resources is None:
+    problems += protection.problems()
+    weigh = _kubepods_weight(alloc, v2, weight_formula)
+    for role, value, resources, reserved in _reserved_entries(cfg, alloc):
+        enforced = reserved_enforcement(cfg, role) if resources is not None else None
+        if enforced is None and not (value and protection.reaches(reserved)):
             continue
         try:
             paths = [reserved_path(value, CGROUP_FIELDS[role], drv, kubelets=True)]
@@ -177,17 +231,24 @@ def desired_tree(
         except InputError as err:
             problems += err.problems
             continue
-        limits = limits_from_resources(resources, compressible)
-        if v2 and features.enabled(cfg, "MemoryQoS") and limits.memory is not None:
-            # enforceExistingCgroup: memory.min = the reservation (Unified, so v2 only),
-            # whatever the memoryReservationPolicy; on by default from 1.37
-            limits = limits._replace(memory_min=limits.memory)
-        limits = with_unrequested_hugetlb(limits, page_sizes)
-        limits = cpuset(limits, sets.reserved_cgroups if sets else None)
+        limits = Limits()
+        if enforced is not None:
+            limits = limits_from_resources(resources, enforced == "compressible")
+            if v2 and features.enabled(cfg, "MemoryQoS") and limits.memory is not None:
+                # enforceExistingCgroup: memory.min = the reservation (Unified, so v2 only),
+                # whatever the memoryReservationPolicy; on by default from 1.37
+                limits = limits._replace(memory_min=limits.memory)
+            limits = with_unrequested_hugetlb(limits, page_sizes)
+            limits = cpuset(limits, sets.reserved_cgroups if sets else None)
+        if not protection.is_kubelet:
+            wants = reservation(reserved)
+            limits = reserved_limits(limits, wants, protection, weigh, v2)
+            if not v2:
+                problems += v1_problems(protection, paths[-1].lstrip("/"), limits, enforced, wants)
         for path in dict.fromkeys(paths):
             add(path, role, limits)
     if problems:
-        raise InputError(problems)
+        raise InputError(list(dict.fromkeys(problems)))
     return out
 
 
@@ -257,3 +318,92 @@ def _tier_protection(
     if since_137:
         return {"memory_min": 0, "memory_low": 0}, {"memory_low": 0}
     return ({"memory_min": 0}, {"memory_low": 0}) if mode == "none" else ({}, {})
+
+
+def protection_notes(
+    cfg: NodeConfig, alloc: Allocatable, v2: bool, protection: Protection, formula: str
+) -> list[str]:
+    """What an operator should hear about ``protection`` on this node: a reservation with no
+    cgroup to protect, and what the kubelet writes back over it at its next start."""
+    from cgalloc.model.limits import Limits, limits_from_resources, shares_to_weight
+    from cgalloc.model.protection import kubelet_conflicts, weight_of
+
+    if protection.is_kubelet:
+        return []
+
+    def convert(shares: int) -> int:
+        return shares_to_weight(shares, formula)
+
+    notes = []
+    weigh = _kubepods_weight(alloc, v2, formula)
+    memory_qos = v2 and features.enabled(cfg, "MemoryQoS")
+    for role, value, resources, reserved in _reserved_entries(cfg, alloc):
+        if not protection.reaches(reserved):
+            continue
+        if not value:
+            notes.append(
+                f"{role} reserves {', '.join(sorted(reservation(reserved)))} but names no "
+                f"cgroup ({CGROUP_FIELDS[role]}): the --reserved-* options have nothing to "
+                "protect there."
+            )
+            continue
+        enforced = reserved_enforcement(cfg, role) if resources is not None else None
+        kubelet = Limits()
+        if enforced is not None:
+            kubelet = limits_from_resources(resources, enforced == "compressible")
+        planned = reserved_limits(kubelet, reservation(reserved), protection, weigh, v2)
+        try:
+            path = reserved_path(value, CGROUP_FIELDS[role], driver(cfg.cgroup_driver))
+        except InputError:
+            continue  # desired_tree says so
+        notes += kubelet_conflicts(
+            role, path.lstrip("/"), enforced, protection, memory_qos,
+            weight_of(kubelet, v2, convert), weight_of(planned, v2, convert),
+        )  # fmt: skip
+    return notes
+
+
+def assumed_contention(
+    cfg: NodeConfig, alloc: Allocatable, version: str, formula: str = "kubelet"
+) -> list[str]:
+    """show's CPU-weight warning (model/protection.py ``contention``), from the planned tree
+    alone: kubepods against the reserved cgroups beside it at the weight the kubelet gives them
+    (the default weight where it does not enforce them), or against a ``/system.slice`` at the
+    default weight when none is beside it."""
+    from cgalloc.model.limits import limits_from_resources, shares_to_weight
+    from cgalloc.model.naming import kubepods_path
+    from cgalloc.model.protection import DEFAULT_WEIGHT, contention, weight_of
+
+    v2 = version == "v2"
+    version = "v2" if v2 else "v1"  # a hybrid host weighs with v1's shares
+    try:
+        kubepods = kubepods_path(cfg)
+    except InputError:
+        return []
+    weigh = _kubepods_weight(alloc, v2, formula)
+    if kubepods is None or weigh is None or CPU not in alloc.capacity:
+        return []
+    parent = kubepods.rpartition("/")[0]
+    drv = driver(cfg.cgroup_driver)
+    siblings: dict[str, int] = {}
+    assumed = False
+    for role, value, resources, _reserved in _reserved_entries(cfg, alloc):
+        try:
+            path = reserved_path(value, CGROUP_FIELDS[role], drv) if value else ""
+        except InputError:
+            continue
+        if not path or path.rpartition("/")[0] != parent:
+            continue
+        weight = None
+        if resources is not None:
+            limits = limits_from_resources(resources, compressible_only=True)
+            weight = weight_of(limits, v2, lambda s: shares_to_weight(s, formula))
+        assumed = assumed or weight is None
+        siblings[path] = weight or DEFAULT_WEIGHT[version]
+    if not siblings:
+        assumed = True
+        siblings[f"{parent}/system.slice"] = DEFAULT_WEIGHT[version]
+    found = contention(
+        kubepods, weigh[0], siblings, alloc.capacity[CPU].milli_value(), weigh[1], assumed
+    )
+    return [found] if found else []

@@ -37,6 +37,19 @@ class Behaviour(NamedTuple):
 # fmt: off
 BEHAVIOURS = (
     Behaviour(
+        "cadvisor-v2-root-stats", "1.21",
+        "on cgroup v2 /stats/summary's node.cpu and node.memory are the root cgroup's figures;"
+        " before 1.21 the kubelet's cAdvisor reads no file of the v2 root and reports zeros"
+        " (usageCoreNanoSeconds, usageBytes, workingSetBytes 0; availableBytes the machine's"
+        " memory), as the real 1.20.2 did in the v2 guest",
+        "cAdvisor container/libcontainer/handler.go GetStats: v0.38.x skips the v2 root"
+        " (readCgroupStats false, \"On cgroup v2 there are no stats at the root cgroup\");"
+        " google/cadvisor PR #2801 reads it and ignores its missing files, first in v0.39.0,"
+        " which kubernetes PR #99875 vendors for 1.21 (v1.20.2 vendors v0.38.6). The root's"
+        " memory at 1.21-1.22 also depends on the vendored runc's fs2 statMemory: not"
+        " established, cgalloc reports the root's figures from 1.21",
+    ),
+    Behaviour(
         "memory-qos-gate", "1.22",
         "the MemoryQoS gate exists (alpha, off by default until 1.37): on cgroup v2 it writes"
         " memory.min from memory requests on pods, the burstable tier and kubepods, and"
@@ -53,6 +66,17 @@ BEHAVIOURS = (
         " field is dropped by the kubelet's lenient decode and the flag is unknown",
         "k8s.io/kubelet config/v1beta1/types.go KubeletConfiguration.CPUManagerPolicyOptions:"
         " absent at tag kubernetes-1.21.0, present at kubernetes-1.22.0",
+    ),
+    Behaviour(
+        "cadvisor-v2-unlimited-memory", "1.22",
+        "on cgroup v2 a memory.max of \"max\" is no limit in /stats/summary (no availableBytes,"
+        " as on v1); before 1.22 the kubelet's cAdvisor reads it as 0 and puts the machine's"
+        " memory in its place, so an unlimited cgroup's availableBytes is MemTotal minus its"
+        " working set",
+        "cAdvisor container/common/helpers.go readUInt64 (google/cadvisor PR #2837, first in"
+        " v0.39.2, tagged 2021-05-31) and manager.go getSpec (a 0 limit becomes"
+        " MachineInfo.MemoryCapacity); v1.20.2 vendors v0.38.6 (go.mod). 1.22 is inferred:"
+        " 1.21.0 (2021-04-08) predates v0.39.2",
     ),
     Behaviour(
         "pid-capacity-threads-max", "1.24",
@@ -87,6 +111,15 @@ BEHAVIOURS = (
         " pkg/kubelet/lifecycle/predicate.go; pkg/api/v1/resource/helpers.go PodRequests"
         " (v1.20.2: PodRequestsAndLimits takes the max of init containers, and"
         " core/v1 Container has no restartPolicy)",
+    ),
+    Behaviour(
+        "summary-container-fs", "1.29",
+        "/stats/summary's node.runtime has containerFs beside imageFs (the same figures while"
+        " the runtime keeps containers' writable layers on the image filesystem); before 1.29"
+        " imageFs alone",
+        "k8s.io/kubelet pkg/apis/stats/v1alpha1/types.go RuntimeStats.ContainerFs: first at"
+        " tag kubernetes-1.29.0 (KEP-4191); pkg/kubelet/stats/cri_stats_provider.go"
+        " ImageFsStats returns imageFs as containerFs (\"we don't support separate disks yet\")",
     ),
     Behaviour(
         "eviction-imagefs-inodes", "1.30",

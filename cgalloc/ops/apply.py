@@ -17,7 +17,7 @@ import functools
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple, NoReturn
 
@@ -27,7 +27,15 @@ from cgalloc.host.machine import Host, KernelHooks
 from cgalloc.host.systemd import Systemd, SystemdError
 from cgalloc.model.hierarchy import cgroup_file
 from cgalloc.model.naming import KUBEPODS, SLICE_SUFFIX
-from cgalloc.ops.plan import Action, LiveTree, Plan, cgroup_depth, read_file, undo_actions
+from cgalloc.ops.plan import (
+    Action,
+    LiveTree,
+    Plan,
+    cgroup_depth,
+    memsw_rank,
+    read_file,
+    undo_actions,
+)
 from cgalloc.ops.state import Record, StateDir
 from cgalloc.ops.units import SystemdUnits, UnitRecord, reset_properties, stale_units, wire_props
 from cgalloc.ops.units import undo as undo_units
@@ -235,8 +243,10 @@ def apply(
     created: set[tuple[str, str]] = set()
     if not plan.actions:
         return result
+    # the cgroups these inputs manage: recorded first, so every entry below lies in them
+    record.managed = record.managed.union(plan.managed)
     try:
-        state.journal([_change(a) for a in plan.actions if a.kind != "move"])
+        state.journal([_change(a) for a in plan.actions if a.kind != "move"], plan.managed)
     except OSError as exc:
         with contextlib.suppress(OSError):
             state.discard_journal()
@@ -481,8 +491,15 @@ def _outside(mount: str, path: str, what: str, live: LiveTree) -> bool:
     return not real.startswith(real_mount + "/")  # through a symlink
 
 
-def check_managed(root: str, record: Record) -> None:
-    """Refuse a record with entries outside the tree below ``root`` (a tampered record)."""
+def _shown(paths: Collection[str]) -> str:
+    return ", ".join(f"/{p}" for p in sorted(paths)) or "none"
+
+
+def check_managed(root: str, record: Record, units: UnitRecord | None = None) -> None:
+    """Refuse a record with entries outside the tree below ``root``, or outside the cgroups
+    the record says its inputs manage (``Record.managed``: kubepods whole, the reserved
+    cgroups alone); with ``units``, also the systemd record's units outside those (a tampered
+    or foreign record). Raised before anything is changed, naming every such entry."""
     # a record lists thousands of cgroups under a few shared parents: each listed once, and
     # each cgroup judged once, though it has several entries (created, written, changed)
     live = LiveTree()
@@ -499,7 +516,7 @@ def check_managed(root: str, record: Record) -> None:
                 bad_mount = mounts[mount] = _mount_outside(root, mount)
             outside = bad_mount or _outside(mount, path, what, live)
             judged[key] = outside
-        if outside:
+        if outside or not record.managed.covers(what, path):
             outside_entries.append((what, mount, path))
     bad = []
     for what, mount, path in sorted(outside_entries):  # only these need an order
@@ -510,13 +527,16 @@ def check_managed(root: str, record: Record) -> None:
         for kind, files in (("changed", record.changed), ("written", record.written))
         for m, p, f in sorted(k for k in files if _bad_file(k[2]))
     ]
+    if units is not None:
+        bad += units.foreign(record.managed)
     if bad:
         raise InputError(
             "\n".join(
                 [
                     f"--state-dir: the record names cgroups outside the tree setup manages below "
-                    f"--cgroupfs {root}; cgalloc acts only inside it; this run changed nothing. "
-                    "Check --cgroupfs, or remove these entries from the record:",
+                    f"--cgroupfs {root} (kubepods {_shown(record.managed.kubepods)}, reserved "
+                    f"{_shown(record.managed.reserved)}); cgalloc acts only inside it; this run "
+                    "changed nothing. Check --cgroupfs, or remove these entries from the record:",
                     *bad,
                 ]
             )
@@ -540,7 +560,8 @@ def restore_steps(root: str, record: Record) -> list[Step]:
         current = read_file(mount, path, file)
         if current is not None and current != original:
             steps.append(Step(Action("restore", mount, path, file, current, original, path)))
-    return steps
+    # v1's memory+swap limit goes before or after its cgroup's memory limit (memsw_rank)
+    return sorted(steps, key=lambda s: (s.action.mount, s.action.path, memsw_rank(s.action)))
 
 
 KEPT_PROCS = "it still has processes"
@@ -777,15 +798,13 @@ def peek_record(state: StateDir, root: str) -> Record:
     return record
 
 
-def peek_units(state: StateDir) -> UnitRecord:
+def peek_units(state: StateDir, root: str, record: Record) -> UnitRecord:
     """The systemd record, read only (after ``state.peek()``): empty when it is of an earlier
-    boot or cannot be read (an unprivileged dry run)."""
-    if state.earlier_boot:
-        return UnitRecord()
-    try:
-        return UnitRecord.load(state.path)
-    except OSError:
-        return UnitRecord()
+    boot; a HostError naming it when this user may not read it, as for the record; refused
+    like the record when it names units outside what ``record`` manages."""
+    units = UnitRecord.load(state)
+    check_managed(root, record, units)
+    return units
 
 
 def _populated(mount: str, path: str) -> bool:
@@ -821,7 +840,7 @@ def converge(
     ``Result.left``): each undo stands alone, so stopping between two leaves a recorded tree
     a later run finishes."""
     root = plan.root
-    check_managed(root, stale)
+    check_managed(root, stale, stale_u)
     roots = roots or Roots(host.open_root)
     result = Result(root)
     kept = Record()
@@ -841,7 +860,7 @@ def converge(
                 if own and units is not None and name in units.started and props:
                     client.set_properties(name, props)
             elif a.kind == "unit":
-                _restore_unit(client, a.note, units, stale_u, state.path)
+                _restore_unit(client, a.note, units, stale_u, state)
             elif (a.kind == "stop" and _populated(a.mount, a.path)) or (
                 a.kind == "rmdir" and _has_procs(a.mount, a.path)
             ):
@@ -851,7 +870,7 @@ def converge(
             elif a.kind == "stop":
                 client.stop_unit(a.note)
                 units.started.remove(a.note)
-                units.save(state.path)
+                units.save(state)
             else:
                 if host.kernel is not None:
                     host.kernel.before_rmdir(a.mount, a.path)
@@ -887,7 +906,7 @@ def _keep_cgroup(kept: Record, stale: Record, path: str) -> None:
     kept.written |= {k for k in stale.written if k[1] == path}
 
 
-def _restore_unit(client: Systemd, name: str, units, stale_u, state_path: str) -> None:
+def _restore_unit(client: Systemd, name: str, units, stale_u, state: StateDir) -> None:
     """Put back the properties of ``name`` that cgalloc set and no longer wants."""
     props = stale_u.changed[name]
     if client.unit_path(name) is not None:
@@ -897,7 +916,7 @@ def _restore_unit(client: Systemd, name: str, units, stale_u, state_path: str) -
         units.changed[name] = left
     else:
         units.changed.pop(name, None)
-    units.save(state_path)
+    units.save(state)
 
 
 def teardown(
@@ -918,16 +937,16 @@ def teardown(
     anything outside the tree setup manages below ``root`` is refused whole (InputError listing
     the entries) before anything is written.
     """
-    check_managed(root, record)
+    units = UnitRecord.load(state)
+    check_managed(root, record, units)
     roots = roots or Roots(host.open_root)
     result = Result(root)
     created = set(record.created)
     # SIGINT/SIGTERM/SIGHUP stop the undoing between two changes; what is left stays recorded
     with SignalGuard() as signals:
         failed = _restore_values(root, record, roots, host, result, signals)
-        units = UnitRecord.load(state.path)
         if not units.is_empty() and signals.signo is None:
-            result.kept += undo_units(systemd or Systemd(), units, state.path)
+            result.kept += undo_units(systemd or Systemd(), units, state)
         _remove_created(root, record, roots, host, result, signals)
         _forget_vanished(record, failed, result)
         state.save(record)

@@ -12,20 +12,37 @@ Files (below a root, ``/`` on a real node):
 
 Changes are computed first (``FileChange``), then applied with every earlier change undone if
 one fails.
+
+Below the root (``--root DIR``, an image being built, or ``/``), every path is resolved through
+:class:`cgalloc.host.safefs.Beneath`: no component may be a symlink (one that could lead out of
+DIR is refused, with exit 2, before anything is written), files are written to an exclusive
+temporary made with O_EXCL|O_NOFOLLOW and their mode set on its descriptor, then renamed into
+place. install-unit writes only where root alone can change what it writes (the trust rules of
+:mod:`cgalloc.host.safefs`, as for the state directory), replaces only files that carry
+:data:`MARKER`, and uninstall removes only those and the enable link that points at cgalloc's
+unit: a packaged unit, an operator's drop-in or another link at the same path stays. The boot
+unit runs this interpreter and package as root at every boot, so install-unit refuses them when
+a user other than root could change them (:func:`boot_code_paths`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import glob
 import os
 import posixpath
 import shlex
+import site
+import stat
+import sys
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
 
 from cgalloc.errors import CgallocError, InputError
+from cgalloc.host import safefs
 from cgalloc.host.systemd import slice_unit
-from cgalloc.inputs.loading import read_bounded
+from cgalloc.inputs.loading import FILE_LIMIT, bounded_text, read_fd
 from cgalloc.model.naming import SYSTEMD, driver, reserved_path
 from cgalloc.model.nodeconfig import NodeConfig
 
@@ -134,32 +151,79 @@ class FileChange:
         return f"{'write' if self.content is not None else 'remove'} /{self.path}"
 
 
-def _current(root: Path, rel: str) -> tuple[str, str | None]:
+def _refusal(root: safefs.Beneath, rel: str, exc: OSError) -> InputError:
+    if exc.errno == errno.ELOOP:
+        link = root.symlink_on_the_way(rel) or rel
+        return InputError(
+            f"--root {root.path}: /{link} is a symbolic link; install-unit resolves every path "
+            "below --root without following one (it could lead out of --root), so it wrote "
+            "nothing: make it a directory, or give the directory it points to as --root."
+        )
+    return InputError(f"--root {root.path}: cannot read /{rel} ({exc.strerror or exc}).")
+
+
+def _current(root: safefs.Beneath, rel: str) -> tuple[str, str | None]:
     """``(kind, value)`` of a path: ("absent", None), ("link", target) or ("file", text)."""
-    path = root / rel
-    if path.is_symlink():
-        return "link", os.readlink(path)
-    if path.is_file():  # bounded and strict: a root tool reads what a user may have put there
-        return "file", read_bounded(str(path), "--root", kind=CONFIG_KIND)
-    if path.exists():
-        raise InputError(f"/{rel} exists and is not a file; remove it first.")
-    return "absent", None
+    try:
+        st = root.lstat(rel)
+        if st is None:
+            return "absent", None
+        if stat.S_ISLNK(st.st_mode):
+            return "link", root.readlink(rel)
+        if stat.S_ISREG(st.st_mode):  # bounded and strict: a user may have put it there
+            fd = root.open_read(rel)
+            try:
+                data = read_fd(fd, FILE_LIMIT)
+            finally:
+                os.close(fd)
+            where = os.path.join(root.path, rel)
+            return "file", bounded_text(data, where, "--root", kind=CONFIG_KIND)
+    except NotADirectoryError:
+        return "absent", None  # below a file: writing it fails, and is undone (apply_changes)
+    except OSError as exc:
+        raise _refusal(root, rel, exc) from None
+    raise InputError(f"/{rel} exists and is not a file; remove it first.")
 
 
-def _needed(root: Path, change: FileChange) -> bool:
+def _ours(change: FileChange, kind: str, value: str | None) -> None:
+    """Refuse to replace what install-unit did not write (no :data:`MARKER`; a link where a
+    file goes, or a link to another unit)."""
+    if kind == "absent":
+        return
+    if change.link is not None:
+        if kind == "link" and value == change.link:
+            return
+        what = f"links to {value}" if kind == "link" else "is a file"
+        raise InputError(
+            f"/{change.path} {what}, not to cgalloc's unit; install-unit replaces only what it "
+            "wrote: remove it first (systemctl disable) and run again."
+        )
+    if kind == "file" and value is not None and value.startswith(MARKER):
+        return
+    what = f"is a symbolic link to {value}" if kind == "link" else "was not written by cgalloc"
+    raise InputError(
+        f"/{change.path} {what}; install-unit replaces only files that carry its marker line "
+        "(a packaged unit or an operator's drop-in stays): move it aside and run again."
+    )
+
+
+def _needed(root: safefs.Beneath, change: FileChange) -> bool:
     kind, value = _current(root, change.path)
     if change.link is not None:
+        _ours(change, kind, value)
         return (kind, value) != ("link", change.link)
     if change.content is not None:
+        _ours(change, kind, value)
         return (kind, value) != ("file", change.content)
     return kind != "absent"
 
 
 def install_changes(
-    root: Path, command: list[str], args: list[str], dropins: dict[str, str | None]
+    root: safefs.Beneath, command: list[str], args: list[str], dropins: dict[str, str | None]
 ) -> list[FileChange]:
     """The changes that install the unit, enable it, write the config file when absent and the
-    drop-ins (daemon -> slice); empty when all is in place."""
+    drop-ins (daemon -> slice); empty when all is in place. InputError when a file in the way
+    is not one install-unit wrote."""
     wanted = [
         FileChange(f"{UNIT_DIR}/{UNIT_NAME}", unit_text(command)),
         FileChange(f"{WANTS_DIR}/{UNIT_NAME}", link=f"/{UNIT_DIR}/{UNIT_NAME}"),
@@ -172,59 +236,126 @@ def install_changes(
     return [c for c in wanted if _needed(root, c)]
 
 
-def uninstall_changes(root: Path) -> list[FileChange]:
-    """Remove the unit, its enable link and the drop-ins cgalloc wrote; the config file stays
-    (it holds the operator's arguments)."""
-    paths = [f"{UNIT_DIR}/{UNIT_NAME}", f"{WANTS_DIR}/{UNIT_NAME}"]
-    paths += [f"{UNIT_DIR}/{unit}.d/{DROPIN_NAME}" for unit in DAEMON_UNITS.values()]
-    out = []
+def read_config(root: safefs.Beneath) -> str | None:
+    """The text of ``/etc/cgalloc/setup.conf`` below the root, None when it is absent."""
+    kind, value = _current(root, CONFIG_FILE)
+    if kind == "link":
+        raise InputError(
+            f"/{CONFIG_FILE} is a symbolic link (to {value}); the boot unit reads it as root, so "
+            "install-unit takes it only as a file of its own: replace the link with the file."
+        )
+    return value
+
+
+def trust_problems(root: safefs.Beneath, paths: list[str]) -> list[str]:
+    """Why root alone could not change what the boot unit reads at boot below the root: the
+    root and its parents up to /, the directories of ``paths`` (relative to the root; those
+    that hold them must not be writable by others even when sticky), the files among them that
+    exist and their temporaries (:func:`cgalloc.host.safefs.entry_problem`). One line each."""
+    found: list[str] = []
+    try:
+        opened = safefs.open_trusted_dir(root.path)
+    except safefs.Untrusted as exc:
+        found.append(exc.reason)
+    else:
+        if opened is not None:
+            opened.close()
     for rel in paths:
+        holder = rel.rpartition("/")[0]
+        for sub, st in root.directories(rel)[1:]:
+            problem = safefs.trust_problem(st, parent=sub != holder)
+            if problem:
+                found.append(f"/{sub} {problem}")
+        for name in (rel, f"{holder}/{safefs.temporary(posixpath.basename(rel))}"):
+            st = root.lstat(name)
+            if st is None or (name == rel and stat.S_ISLNK(st.st_mode)):
+                continue  # a link in place of a file is refused by _ours, with its target
+            problem = root.entry_problem(name)
+            if problem:
+                found.append(f"/{name} {problem}")
+    return list(dict.fromkeys(found))
+
+
+def boot_code_paths(executable: str) -> list[str]:
+    """What the boot unit runs as root at every boot: the interpreter, its virtual
+    environment's ``pyvenv.cfg``, the directories Python searches at boot (``sys.path`` but
+    its first entry, the working directory or the script's, ``/`` at boot) and the ``.pth``
+    files it runs from the site directories, every file of the cgalloc package, and every
+    module this process loaded from those directories."""
+    paths = [executable]
+    cfg = os.path.join(sys.prefix, "pyvenv.cfg")
+    if os.path.exists(cfg):
+        paths.append(cfg)
+    search = [p for p in sys.path[1:] if p and os.path.isdir(p)]
+    paths += search
+    sites = [*site.getsitepackages(), site.getusersitepackages()]
+    for directory in dict.fromkeys(d for d in sites if os.path.isdir(d)):
+        paths += sorted(glob.glob(os.path.join(glob.escape(directory), "*.pth")))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for dirpath, dirnames, filenames in os.walk(package):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        paths += [os.path.join(dirpath, n) for n in sorted(filenames)]
+    prefixes = tuple(os.path.join(p, "") for p in search)
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and file.startswith(prefixes):
+            paths.append(file)
+    return list(dict.fromkeys(paths))
+
+
+def uninstall_changes(root: safefs.Beneath) -> list[FileChange]:
+    """Remove the unit and the drop-ins cgalloc wrote (those carrying its marker) and the
+    enable link that points at its unit; the config file stays (it holds the operator's
+    arguments), and so does anything else at those paths."""
+    unit = f"{UNIT_DIR}/{UNIT_NAME}"
+    out = []
+    for rel in [unit, f"{WANTS_DIR}/{UNIT_NAME}"] + [
+        f"{UNIT_DIR}/{u}.d/{DROPIN_NAME}" for u in DAEMON_UNITS.values()
+    ]:
         kind, value = _current(root, rel)
-        ours = kind == "link" or (kind == "file" and value is not None and value.startswith(MARKER))
+        if rel.startswith(WANTS_DIR):
+            ours = kind == "link" and value == f"/{unit}"
+        else:
+            ours = kind == "file" and value is not None and value.startswith(MARKER)
         if ours:
             out.append(FileChange(rel))
     return out
 
 
-def _restore(root: Path, rel: str, kind: str, value: str | None) -> None:
-    path = root / rel
-    if path.is_symlink() or path.exists():
-        path.unlink()
+def _restore(root: safefs.Beneath, rel: str, kind: str, value: str | None) -> None:
+    if root.lstat(rel) is not None:
+        root.unlink(rel)
     if kind == "link":
-        path.symlink_to(value)
+        root.symlink(rel, value or "")
     elif kind == "file":
-        path.write_text(value or "")
+        root.write(rel, (value or "").encode(), 0o644)
 
 
-def apply_changes(root: Path, changes: list[FileChange]) -> None:
+def apply_changes(root: safefs.Beneath, changes: list[FileChange]) -> None:
     """Make ``changes`` below ``root``; if one fails, undo the earlier ones and raise."""
     done: list[tuple[str, str, str | None]] = []
-    made: list[Path] = []  # directories created, removed again on failure
+    made: list[str] = []  # directories created, removed again on failure
     try:
         for change in changes:
             kind, value = _current(root, change.path)
-            path = root / change.path
             done.append((change.path, kind, value))
-            if kind != "absent":
-                path.unlink()
             if change.content is None and change.link is None:
+                root.unlink(change.path)
                 continue
-            missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
-            for directory in reversed(missing):
-                directory.mkdir()
-                made.append(directory)
+            made += root.makedirs(change.path.rpartition("/")[0], 0o755)
             if change.link is not None:
-                path.symlink_to(change.link)
+                if kind != "absent":
+                    root.unlink(change.path)
+                root.symlink(change.path, change.link)
             else:
-                tmp = path.with_name(f".{path.name}.cgalloc-tmp")
-                tmp.write_text(change.content)
-                tmp.chmod(0o644)
-                tmp.rename(path)
+                root.write(change.path, change.content.encode(), 0o644)
     except OSError as exc:
         for rel, kind, value in reversed(done):
-            _restore(root, rel, kind, value)
+            with contextlib.suppress(OSError):
+                _restore(root, rel, kind, value)
         for directory in reversed(made):
-            directory.rmdir()
+            with contextlib.suppress(OSError):
+                root.rmdir(directory)
         raise CgallocError(
             f"cannot write /{change.path}: {exc.strerror or exc}; "
             "every file changed before it was restored."

@@ -37,6 +37,7 @@ from cgalloc import __version__
 from cgalloc.errors import CgallocError
 from cgalloc.host import core
 from cgalloc.host.machine import read_boot_id
+from cgalloc.host.podlogs import pod_names
 from cgalloc.model.allocatable import Allocatable
 from cgalloc.model.hierarchy import Hierarchy, limit_files, parse_limit_value
 from cgalloc.model.nodeconfig import NodeConfig
@@ -164,24 +165,6 @@ class ExtraReader:
             if fd is not None:
                 os.close(fd)
         self.fd = self.proc_fd = None
-
-
-# ---- pod names -----------------------------------------------------------------------------
-
-
-def pod_names(log_dir: str) -> dict[str, tuple[str, str]]:
-    """Pod UID -> (namespace, name), from the kubelet's ``/var/log/pods/<ns>_<name>_<uid>``
-    directories (names and namespaces hold no "_"); {} when the directory cannot be read."""
-    out: dict[str, tuple[str, str]] = {}
-    try:
-        with os.scandir(log_dir) as it:
-            for entry in it:
-                parts = entry.name.split("_")
-                if len(parts) == 3 and all(parts):
-                    out[parts[2]] = (parts[0], parts[1])
-    except OSError:
-        pass
-    return out
 
 
 # ---- the setup state record ----------------------------------------------------------------

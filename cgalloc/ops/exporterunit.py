@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import shlex
 from importlib import resources
-from pathlib import Path
 
 from cgalloc.errors import InputError
+from cgalloc.host import safefs
 from cgalloc.ops.bootunit import MARKER, UNIT_DIR, WANTS_DIR, FileChange, _current, _needed
 
 UNIT_NAME = "cgalloc-exporter.service"
@@ -53,7 +53,7 @@ def config_args(text: str) -> list[str] | None:
     return None
 
 
-def install_changes(root: Path, command: list[str], args: list[str]) -> list[FileChange]:
+def install_changes(root: safefs.Beneath, command: list[str], args: list[str]) -> list[FileChange]:
     """Install and enable the unit, write the config file when absent; [] when in place."""
     wanted = [
         FileChange(f"{UNIT_DIR}/{UNIT_NAME}", unit_text(command)),
@@ -64,11 +64,30 @@ def install_changes(root: Path, command: list[str], args: list[str]) -> list[Fil
     return [c for c in wanted if _needed(root, c)]
 
 
-def uninstall_changes(root: Path) -> list[FileChange]:
-    """Remove the unit and its link when cgalloc wrote them; the config file stays."""
+def read_config(root: safefs.Beneath) -> str | None:
+    """The text of ``/etc/cgalloc/exporter.conf`` below the root, None when it is absent; a
+    link there is refused (the unit reads it as root)."""
+    kind, value = _current(root, CONFIG_FILE)
+    if kind == "link":
+        raise InputError(
+            f"/{CONFIG_FILE} is a symbolic link (to {value}); the exporter unit reads it as root, "
+            "so install-exporter-unit takes it only as a file of its own: replace the link with "
+            "the file."
+        )
+    return value
+
+
+def uninstall_changes(root: safefs.Beneath) -> list[FileChange]:
+    """Remove the unit when it carries cgalloc's marker and the enable link that points at it;
+    the config file stays, and so does anything else at those paths."""
+    unit = f"{UNIT_DIR}/{UNIT_NAME}"
     out = []
-    for rel in (f"{UNIT_DIR}/{UNIT_NAME}", f"{WANTS_DIR}/{UNIT_NAME}"):
+    for rel in (unit, f"{WANTS_DIR}/{UNIT_NAME}"):
         kind, value = _current(root, rel)
-        if kind == "link" or (kind == "file" and value is not None and value.startswith(MARKER)):
+        if rel == unit:
+            ours = kind == "file" and value is not None and value.startswith(MARKER)
+        else:
+            ours = kind == "link" and value == f"/{unit}"
+        if ours:
             out.append(FileChange(rel))
     return out

@@ -195,6 +195,10 @@ def load(path: str) -> History:
     return parse(data.split(b"\n"), path)
 
 
+# the history is appended to by root (the exporter, cgalloc record): never through a symlink
+APPEND = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
+
+
 class Writer:
     """Appends samples to a history file, keeping it bounded (see the module's docstring)."""
 
@@ -206,6 +210,11 @@ class Writer:
         self.head = head
         self.count = 0
         existing: History | None = None
+        if os.path.islink(path):  # opened with O_NOFOLLOW too, should one be planted later
+            raise InputError(
+                f"--history {path} is a symbolic link; cgalloc writes the history only to a "
+                "regular file, never through a link: give the file itself."
+            )
         if os.path.exists(path):
             existing = load(path)  # refuses a file that is not a history
             self.count = len(existing.samples)
@@ -216,7 +225,7 @@ class Writer:
                 " create it or give another path."
             )
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self._fd = os.open(path, APPEND | os.O_CREAT, 0o644)
         except OSError as exc:
             raise InputError(
                 f"--history {path} cannot be written: {exc.strerror or exc}."
@@ -240,15 +249,17 @@ class Writer:
         lines = [json.dumps(hist.headers[-1], separators=(",", ":"))]
         lines += [sample_line(s) for s in kept]
         tmp = f"{self.path}.{os.getpid()}.tmp"
+        # exclusive and no-follow: a name planted beside the history fails the write, unused
+        fd = os.open(tmp, APPEND | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            with open(tmp, "w", encoding="ascii") as f:
+            with open(fd, "w", encoding="ascii") as f:
                 f.write("\n".join(lines) + "\n")
             os.replace(tmp, self.path)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
         os.close(self._fd)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        self._fd = os.open(self.path, APPEND)
         self.count = len(kept)
 
     def close(self) -> None:

@@ -46,7 +46,10 @@ from cgalloc.model.naming import (
     overlapping_reserved,
     placement_problem,
 )
-from cgalloc.model.tree import desired_tree
+from cgalloc.model.protection import DEFAULT_WEIGHT, WEIGHT_FILE, Protection, contention
+from cgalloc.model.resources import CPU
+from cgalloc.model.tree import desired_tree, protection_notes
+from cgalloc.ops.state import Managed
 
 # Controllers a node cannot be enforced without; others (cpuset, hugetlb) are skipped if absent.
 ESSENTIAL = ("cpu", "memory", "pids")
@@ -183,6 +186,8 @@ class Plan:
     # what earlier runs did that these inputs no longer want, to undo after ``actions``
     # (:func:`undo_actions`)
     undo: list[Action] = field(default_factory=list)
+    # the cgroups these inputs manage: what the record may name (state.Managed)
+    managed: Managed = field(default_factory=Managed)
 
     def describe(self) -> list[str]:
         lines = [a.describe(self.root) for a in self.actions]
@@ -557,7 +562,7 @@ def build(
     each_mount = _distinct(mounts.values())
     live = LiveTree()
     check_targets(desired, mounts, live)
-    plan = Plan(root=root, version=hierarchy.version)
+    plan = Plan(root=root, version=hierarchy.version, managed=managed_cgroups(desired))
     v2 = hierarchy.version == "v2"
     missing_ctrl = [c for c in ESSENTIAL if c not in mounts]
     if missing_ctrl and desired:
@@ -688,6 +693,19 @@ def build(
     plan.refusals = _below_usage(plan.actions, root)
     plan.actions += _moves(desired, moves, mounts, v2, proc_root, plan.warnings)
     return plan
+
+
+def managed_cgroups(desired: Sequence) -> Managed:
+    """What the record may name for ``desired``: kubepods' tree whole (the QoS tiers and pods
+    are in it; one outside any kubepods cgroup is a tree of its own), the reserved cgroups
+    alone. The root cgroup is never a tree setup manages."""
+    trees = {d.path for d in desired if d.role == "kubepods" and d.path}
+    for d in desired:
+        inside = any(d.path.startswith(t + "/") for t in trees)
+        if d.role in ("qos", "pod") and d.path and not inside:
+            trees.add(d.path)
+    reserved = {d.path for d in desired if d.role in RESERVED_ROLES and d.path}
+    return Managed(frozenset(trees), frozenset(reserved))
 
 
 def _require_cgroup_root(desired: Sequence, each_mount: Sequence[str], live: LiveTree) -> None:
@@ -849,6 +867,10 @@ def undo_actions(stale, version: str, root: str, units=None) -> list[Action]:
         if original is None or current is None or same_value(file, current, original or "\n"):
             continue
         out.append(Action("restore", mount, path, file, current, original, cgroup=path))
+    first: dict[tuple[str, str], int] = {}
+    for i, a in enumerate(out):
+        first.setdefault((a.mount, a.path), i)
+    out.sort(key=lambda a: (first[(a.mount, a.path)], memsw_rank(a)))
     started = list(units.started) if units is not None else []
     for name, props in sorted(units.changed.items()) if units is not None else ():
         out.append(Action("unit", root, "", ", ".join(sorted(props)), note=name))
@@ -866,6 +888,14 @@ def undo_actions(stale, version: str, root: str, units=None) -> list[Action]:
     ]
     removals.sort(key=lambda a: (-cgroup_depth(a.path), a.path, a.mount))
     return out + removals
+
+
+def memsw_rank(a: Action) -> int:
+    """Where a restore goes among its cgroup's: v1's memory+swap limit, which the kernel keeps
+    at or above the memory limit, is raised before that limit and lowered after it."""
+    if a.file != MEMSW_FILE or a.old is None:
+        return 0
+    return 1 if _shrinks(a.file, a.old, a.new) else -1
 
 
 def require_no_refusals(plan: Plan, force: bool) -> None:
@@ -887,21 +917,24 @@ def node_plan(
     moves: Sequence[tuple[str, Sequence[str]]] = (),
     delegated: frozenset[str] = frozenset(),
     cpus: frozenset[int] | None = None,
+    protection: Protection = Protection(),
 ) -> tuple[Plan, list]:
     """The plan for a NodeConfig and capacity: Allocatable → desired tree → diff.
 
     ``pods`` are podresources.Pod objects (pods.load_pods); their cgroup values follow the
     hierarchy's version (MemoryQoS is v2-only). ``cpus`` are the node's CPUs
-    (cpuset.node_cpus, read when not given).
+    (cpuset.node_cpus, read when not given). ``protection``: the reserved cgroups beyond the
+    kubelet (model/protection.py), its notes among the plan's warnings.
 
     Returns the plan and the desired cgroups.
     """
     alloc = compute(cfg, capacity)
     check_enforceable(alloc)
-    cgroups = pod_cgroups(pods, cfg, hierarchy.version == "v2")
+    v2 = hierarchy.version == "v2"
+    cgroups = pod_cgroups(pods, cfg, v2)
     if cpus is None:
         cpus = node_cpus(cfg.capacity_overrides, online_cpus)
-    desired = desired_tree(cfg, alloc, hierarchy, cgroups, cpus)
+    desired = desired_tree(cfg, alloc, hierarchy, cgroups, cpus, protection, weight_formula)
     p = build(
         hierarchy,
         desired,
@@ -911,4 +944,39 @@ def node_plan(
         delegated=delegated,
     )
     p.warnings[:0] = [*alloc.warnings, *naming_notes(cfg), *cpu_sets(cfg, cpus).notes]
+    p.warnings += protection_notes(cfg, alloc, v2, protection, weight_formula)
+    p.warnings += weight_contention(p, desired, hierarchy, alloc)
     return p, desired
+
+
+def weight_contention(plan: Plan, desired: Sequence, hierarchy, alloc) -> list[str]:
+    """The CPU-weight warning (model/protection.py ``contention``) for this node as the plan
+    leaves it: kubepods' planned weight against its siblings' live ones (the planned value for
+    the cgroups the plan writes, the kernel's default where the plan turns the cpu controller
+    on)."""
+    kubepods = next((d.path for d in desired if d.role == "kubepods"), None)
+    mount = hierarchy_mounts(hierarchy).get("cpu")
+    version = "v2" if hierarchy.version == "v2" else "v1"
+    file = WEIGHT_FILE[version]
+    weight = plan.wanted_files.get((mount, kubepods, file)) if kubepods and mount else None
+    capacity, pods = alloc.capacity.get(CPU), alloc.kubepods.get(CPU)
+    if weight is None or capacity is None or pods is None:
+        return []
+    parent, _, name = kubepods.rpartition("/")
+    try:
+        with os.scandir(f"{mount}/{parent}" if parent else mount) as it:
+            names = sorted(e.name for e in it if e.is_dir(follow_symlinks=False) and e.name != name)
+    except OSError:
+        return []
+    siblings = {}
+    for entry in names:
+        path = f"{parent}/{entry}" if parent else entry
+        value = plan.wanted_files.get((mount, path, file)) or read_file(mount, path, file)
+        if value is None and version == "v2":
+            value = str(DEFAULT_WEIGHT[version])  # the controller is on there once setup ran
+        if value is not None and value.strip().isdigit():
+            siblings[f"/{path}"] = int(value)
+    found = contention(
+        f"/{kubepods}", int(weight), siblings, capacity.milli_value(), pods.milli_value()
+    )
+    return [found] if found else []

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from cgalloc.errors import HostError, InputError
+from cgalloc.host import procs
 from cgalloc.host.capacity import node_capacity, online_cpus
 from cgalloc.host.cgroupfs import detect
 from cgalloc.host.machine import Host
@@ -25,6 +26,8 @@ from cgalloc.model.allocatable import pods_capacity
 from cgalloc.model.cpuset import node_cpus
 from cgalloc.model.limits import WEIGHT_FORMULAS
 from cgalloc.model.nodeconfig import NodeConfig, enforcement_warnings
+from cgalloc.model.oomscore import outranking_note
+from cgalloc.model.protection import Protection
 from cgalloc.model.versions import hierarchy_notes
 from cgalloc.ops.apply import (
     Result,
@@ -61,12 +64,21 @@ class TreeOptions:
     kube_procs: list[str]
     system_procs: list[str]
     systemd_mode: str
+    # beyond the kubelet, opt in (model/protection.py); the defaults are the kubelet's
+    reserved_protection: str = "cap"
+    reserved_swap: str = "allow"
+    reserved_cpu_weight: str = "kubelet"
 
     def __post_init__(self) -> None:
         # typer hands a tuple (or None) for repeatable options; keep them plain lists
         object.__setattr__(self, "pods", list(self.pods or ()))
         object.__setattr__(self, "kube_procs", list(self.kube_procs or ()))
         object.__setattr__(self, "system_procs", list(self.system_procs or ()))
+
+    @property
+    def protection(self) -> Protection:
+        """The reserved cgroups' modes beyond the kubelet (``--reserved-*``)."""
+        return Protection(self.reserved_protection, self.reserved_swap, self.reserved_cpu_weight)
 
     def dbus(self, driver: str, host: Host) -> bool:
         """Whether the slices are systemd units made over D-Bus (``--systemd``)."""
@@ -115,7 +127,7 @@ class TreeOptions:
         delegated = SYSTEMD_CONTROLLERS if self.dbus(cfg.cgroup_driver, host) else frozenset()
         admits = pods_capacity(cfg, capacity).value()
         pods = load_pods(paths, admits) if paths else []
-        p, _ = node_plan(
+        p, desired = node_plan(
             cfg,
             capacity,
             hierarchy,
@@ -125,8 +137,16 @@ class TreeOptions:
             moves=self.moves(),
             delegated=delegated,
             cpus=node_cpus(cfg.capacity_overrides, online_cpus),
+            protection=self.protection,
         )
         p.warnings[:0] = resize_warnings(pods)  # in -o json's warnings too
+        if host.is_this_node and self.protection.memory in ("protect", "protect-low"):
+            # uncapped daemons: the OOM killer's ranking, not their cap, decides who goes
+            # (model/oomscore.py); read from this node's /proc, never written
+            reserved = {"/" + d.path for d in desired if d.role in naming.RESERVED_ROLES}
+            key = "" if hierarchy.version == "v2" else "memory"
+            note = outranking_note(procs.in_cgroups(reserved, key))
+            p.warnings += [note] if note else []
         p.warnings.extend(
             hierarchy_notes(
                 cfg.kubelet_version, hierarchy.version, cfg.cgroup_driver, cfg.fail_cgroup_v1
@@ -148,8 +168,9 @@ def preview(tree: TreeOptions, cfg: NodeConfig, host: Host, state: StateDir) -> 
     """setup's plan without the lock or a write (``--dry-run``), with what the record holds
     that these inputs no longer want as its undo."""
     p = tree.plan(cfg, host)
-    units = peek_units(state) if tree.unit_properties(cfg.cgroup_driver, host) else None
-    plan_undo(p, peek_record(state, tree.cgroupfs), units)
+    record = peek_record(state, tree.cgroupfs)
+    wanted = tree.unit_properties(cfg.cgroup_driver, host)
+    plan_undo(p, record, peek_units(state, tree.cgroupfs, record) if wanted else None)
     return p
 
 
@@ -205,8 +226,10 @@ def setup(
         if tree.unit_properties(cfg.cgroup_driver, host):
             client = Systemd()
             units = SystemdUnits.for_plan(
-                client, state.path, p, p.version == "v2", cgroup_roles(cfg), start_slices=dbus
+                client, state, p, p.version == "v2", cgroup_roles(cfg), start_slices=dbus
             )
+            # the systemd record is refused like the record, before anything is changed
+            check_managed(tree.cgroupfs, record, units.record)
         started = set(units.record.started) if units else set()
         # What earlier runs did that these inputs no longer want, undone after applying.
         # Planned now, so the plan shown is whole: applying adds only wanted entries to

@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from cgalloc.errors import HostError
 from cgalloc.host import core
-from cgalloc.host.capacity import max_pids
+from cgalloc.host.capacity import pid_sysctls
 from cgalloc.host.cgroupfs import detect
 from cgalloc.host.core.records import MAX, OK, FileSpec, Snapshot
 from cgalloc.model import naming
 from cgalloc.model.hierarchy import Hierarchy, controller_dirs
 from cgalloc.model.resources import CPU, MEMORY
+from cgalloc.model.versions import DEFAULT_KUBELET_VERSION, pid_capacity
 
 if TYPE_CHECKING:
     from cgalloc.host import sampler_policy
@@ -466,40 +467,53 @@ def memory_summary(cur: CgroupStats, time: str, limit: int | None = None) -> dic
 
 
 def container_summary(
-    name: str, cur: CgroupStats, prev: CgroupStats | None, time: str, start_time: str
+    name: str,
+    cur: CgroupStats,
+    prev: CgroupStats | None,
+    time: str,
+    start_time: str,
+    limit: int | None = None,
 ) -> dict[str, object]:
-    """The summary API's ``ContainerStats`` of a system container."""
+    """The summary API's ``ContainerStats`` of a system container (``limit`` as
+    :func:`memory_summary` takes it)."""
     return {
         "name": name,
         "startTime": start_time,
         "cpu": cpu_summary(cur, prev, time),
-        "memory": memory_summary(cur, time),
+        "memory": memory_summary(cur, time, limit),
     }
 
 
 # ---- the node's tree -----------------------------------------------------------------------
 
-# Summary-API system containers, in the kubelet's order.
-SYSTEM_CONTAINERS = ("kubelet", "runtime", "misc", "pods")
-
-
 class Target(NamedTuple):
     """A cgroup of the node tree to report: what it is and what it was promised."""
 
-    role: str  # node | kubepods | qos | pod | kube-reserved | system-reserved | kubelet | ...
+    role: str  # node | kubepods | qos | pod | container | kube-reserved | system-reserved | ...
     path: str  # below the hierarchy root, "" = the root cgroup
     reserved_milli_cpu: int | None = None  # the reservation, for reserved cgroups
     reserved_memory: int | None = None
     pod_uid: str = ""
+    container_id: str = ""  # a pod's container (role "container"), by its runtime's ID
 
 
 def _rel(path: str) -> str:
     return path.strip("/")
 
 
-def _listing_dir(h: Hierarchy, path: str) -> str | None:
+def child_cgroups(h: Hierarchy, path: str) -> list[str]:
+    """The names of cgroup ``path``'s children, sorted, listed in its memory directory (else
+    any controller's); [] when it cannot be listed."""
     dirs = controller_dirs(h, path)
-    return dirs.get("memory") or next(iter(dirs.values()), None)
+    where = dirs.get("memory") or next(iter(dirs.values()), None)
+    if where is None:
+        return []
+    try:
+        # scandir's d_type tells directories without a stat per entry
+        with os.scandir(where) as it:
+            return sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
 
 
 def discover_pods(h: Hierarchy, kubepods: str, drv: naming.Driver) -> list[Target]:
@@ -510,16 +524,7 @@ def discover_pods(h: Hierarchy, kubepods: str, drv: naming.Driver) -> list[Targe
     ]
     out = []
     for parent in parents:
-        where = _listing_dir(h, parent)
-        if where is None:
-            continue
-        try:
-            # scandir's d_type tells directories without a stat per entry
-            with os.scandir(where) as it:
-                entries = sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
-        except OSError:
-            continue
-        for entry in entries:
+        for entry in child_cgroups(h, parent):
             uid = drv.pod_uid(entry)
             if uid is not None:
                 out.append(Target("pod", _rel(f"{parent}/{entry}"), pod_uid=uid))
@@ -571,27 +576,6 @@ def node_targets(
             seen.add(t.path)
             unique.append(t)
     return unique
-
-
-def system_container_paths(
-    kubepods: str | None, reserved: dict[str, str], daemons: dict[str, str]
-) -> dict[str, str]:
-    """Summary-API system container name -> cgroup path; unnamed ones are left out.
-
-    kubelet <- --kubelet-cgroups or the kube-reserved cgroup; runtime <- --runtime-cgroups;
-    misc <- --system-cgroups or the system-reserved cgroup; pods <- kubepods.
-    """
-    out = {}
-    sources = {
-        "kubelet": daemons.get("kubelet") or reserved.get("kube-reserved"),
-        "runtime": daemons.get("runtime"),
-        "misc": daemons.get("misc") or reserved.get("system-reserved"),
-        "pods": kubepods,
-    }
-    for name in SYSTEM_CONTAINERS:
-        if sources[name]:
-            out[name] = _rel(sources[name])
-    return out
 
 
 def overflow(target: Target, cur: CgroupStats, prev: CgroupStats | None) -> list[str]:
@@ -690,8 +674,21 @@ def boot_time(proc_root: str = "/proc") -> float:
     raise HostError(f"{proc_root}/stat has no btime line")
 
 
-def rlimit_summary(time: str, proc_root: str = "/proc") -> dict[str, object]:
-    """The summary API's ``RlimitStats``: the pid limit and the tasks now running."""
-    with open(os.path.join(proc_root, "loadavg")) as f:
-        curproc = int(f.read().split()[3].split("/")[1])
-    return {"time": time, "maxpid": max_pids(proc_root), "curproc": curproc}
+def rlimit_summary(
+    time: str, kubelet_version: str = DEFAULT_KUBELET_VERSION, proc_root: str = "/proc"
+) -> dict[str, object]:
+    """The summary API's ``RlimitStats``: the pid limit as the kubelet minor takes it
+    (pkg/kubelet/stats/pidlimit/pidlimit_linux.go ``Stats``: kernel.pid_max before 1.24, the
+    smaller of pid_max and threads-max from 1.24) and the tasks now running (sysinfo's procs,
+    the total of /proc/loadavg's fourth field); a figure that cannot be read is left out, as
+    the kubelet leaves MaxPID nil."""
+    out: dict[str, object] = {"time": time}
+    maxpid = pid_capacity(kubelet_version, *pid_sysctls(proc_root))
+    if maxpid is not None:
+        out["maxpid"] = maxpid
+    try:
+        with open(os.path.join(proc_root, "loadavg")) as f:
+            out["curproc"] = int(f.read().split()[3].split("/")[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return out

@@ -5,9 +5,9 @@ D-Bus client)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
+import posixpath
 from dataclasses import dataclass, field
 
 from cgalloc.errors import InputError
@@ -22,9 +22,8 @@ from cgalloc.host.systemd import (
     slice_unit,
     unit_properties,
 )
-from cgalloc.inputs.loading import NotRegularFile, read_regular
 from cgalloc.model.naming import expand_slice
-from cgalloc.ops.state import STATE_FILE_LIMIT, UNITS_NAME
+from cgalloc.ops.state import STATE_FILE_LIMIT, UNITS_NAME, Managed, StateDir
 
 
 @dataclass
@@ -38,14 +37,13 @@ class UnitRecord:
         return not (self.started or self.changed)
 
     @classmethod
-    def load(cls, state_dir: str) -> UnitRecord:
-        path = os.path.join(state_dir, UNITS_NAME)
-        try:
-            raw = read_regular(path, STATE_FILE_LIMIT)
-        except FileNotFoundError:
+    def load(cls, state: StateDir) -> UnitRecord:
+        """The record in ``state`` (read as its other files are: no symlink followed, a
+        HostError when this user may not read it); empty when there is none or the state
+        loaded is of an earlier boot (its units are gone with it)."""
+        raw = None if state.earlier_boot else state.read_state_file(UNITS_NAME)
+        if raw is None:
             return cls()
-        except NotRegularFile:
-            raw = b""  # refused below as not cgalloc's record
         try:
             if len(raw) > STATE_FILE_LIMIT:
                 raise ValueError(f"it is larger than {STATE_FILE_LIMIT >> 20} MiB")
@@ -68,24 +66,37 @@ class UnitRecord:
         )
         if not ok:
             raise InputError(
-                f"--state-dir {state_dir}: {UNITS_NAME} cannot be used: it is not cgalloc's "
+                f"--state-dir {state.path}: {UNITS_NAME} cannot be used: it is not cgalloc's "
                 "record of systemd units; restore it from a backup, or move it aside (cgalloc "
                 "then forgets the units it started: stop them with systemctl) and run again."
             )
         return cls(list(started), dict(changed))
 
-    def save(self, state_dir: str) -> None:
-        target = os.path.join(state_dir, UNITS_NAME)
-        if self.is_empty():
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(target)
-            return
-        tmp = target + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"started": self.started, "changed": self.changed}, fh, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
+    def save(self, state: StateDir) -> None:
+        """Replace the record in ``state`` (remove it when empty), atomically and durably."""
+        data = None
+        if not self.is_empty():
+            text = json.dumps({"started": self.started, "changed": self.changed}, indent=1)
+            data = text.encode()
+        state.write_state_file(UNITS_NAME, data)
+
+    def foreign(self, managed: Managed) -> list[str]:
+        """The units this record names whose cgroups lie outside ``managed`` (a slice started
+        is its cgroup; a unit whose properties were set is a managed cgroup, or a service or
+        scope that is one), as lines naming each."""
+        out = []
+        for name in self.started:
+            if not managed.covers("created", expand_slice(name).lstrip("/")):
+                out.append(f"  started unit {name}")
+        reserved_units = {posixpath.basename(p) for p in managed.reserved if existing_unit(p)}
+        for name in self.changed:
+            if name.endswith(".slice") and is_slice_name(name):
+                ok = managed.covers("changed", expand_slice(name).lstrip("/"))
+            else:
+                ok = name in reserved_units
+            if not ok:
+                out.append(f"  properties of unit {name!r}")
+        return out
 
 
 def restorable(sig: str, value: object) -> list:
@@ -106,7 +117,7 @@ class SystemdUnits:
     def __init__(
         self,
         client: Systemd,
-        state_dir: str,
+        state: StateDir,
         v2: bool,
         files: dict[str, dict[str, str]],
         roles: dict[str, str] | None = None,
@@ -114,27 +125,31 @@ class SystemdUnits:
     ) -> None:
         self.client = client
         self.start_slices = start_slices
-        self.state_dir = state_dir
+        self.state = state
         self.v2 = v2
         self.files = files  # cgroup path → {file: value} the plan writes there
         self.roles = roles or {}
-        self.record = UnitRecord.load(state_dir)
+        self.record = UnitRecord.load(state)
         self._touched: set[str] = set()
         self._new: set[str] = set()  # units this run started, with their properties
         self._before: dict[str, dict[str, list]] = {}  # unit → prop → [sig, value] this run
 
     @classmethod
     def for_plan(
-        cls, client: Systemd, state_dir: str, plan, v2: bool, roles=None, start_slices=True
+        cls, client: Systemd, state: StateDir, plan, v2: bool, roles=None, start_slices=True
     ):
         files: dict[str, dict[str, str]] = {}
         for a in plan.actions:
             if a.kind == "write":
                 files.setdefault(a.path, {})[a.file] = a.new
-        return cls(client, state_dir, v2, files, roles, start_slices)
+        return cls(client, state, v2, files, roles, start_slices)
 
     def properties(self, path: str) -> list[Property]:
-        return unit_properties(self.files.get(path, {}), self.v2)
+        # Under the cgroupfs driver the cpuset stays cgroupfs's alone: systemd never rewrites
+        # cpuset files of a unit without AllowedCPUs, and setting it would make systemd count
+        # cpuset as enabled at the root after teardown disabled it there, so the next slice
+        # it starts would get no cpuset files (seen on the Vagrant v2 guest).
+        return unit_properties(self.files.get(path, {}), self.v2, cpuset=self.start_slices)
 
     def create(self, mount: str, path: str) -> bool:
         """Before the plan's mkdir of ``path``: start it as a transient slice. True when the
@@ -150,7 +165,7 @@ class SystemdUnits:
         if name not in self.record.started:
             # Recorded first: a run killed during the call still stops the unit on teardown.
             self.record.started.append(name)
-            self.record.save(self.state_dir)
+            self.record.save(self.state)
             props = [*((p, ("b", True)) for p in ACCOUNTING), *self.properties(path)]
             self._new.add(name)
             self.client.start_slice(name, f"cgalloc: {role_of(path, self.roles)}", props)
@@ -176,7 +191,7 @@ class SystemdUnits:
             original = self.record.changed.setdefault(name, {})
             for prop, value in before.items():
                 original.setdefault(prop, value)  # the first original wins, as in ownership
-            self.record.save(self.state_dir)
+            self.record.save(self.state)
         self.client.set_properties(name, props)
 
     def rollback_properties(self) -> list[str]:
@@ -197,7 +212,7 @@ class SystemdUnits:
             return False
         self.client.stop_unit(name)
         self.record.started.remove(name)
-        self.record.save(self.state_dir)
+        self.record.save(self.state)
         return True
 
 
@@ -229,7 +244,7 @@ def reset_properties(path: str, file: str, value: str, v2: bool) -> tuple[str, l
     return (name, unit_properties({file: value}, v2)) if name else ("", [])
 
 
-def undo(client: Systemd, record: UnitRecord, state_dir: str) -> list[str]:
+def undo(client: Systemd, record: UnitRecord, state: StateDir) -> list[str]:
     """Restore the properties ``record`` changed and stop the units it started (last first)."""
     problems = []
     for name, props in list(record.changed.items()):
@@ -245,5 +260,5 @@ def undo(client: Systemd, record: UnitRecord, state_dir: str) -> list[str]:
             record.started.remove(name)
         except SystemdError as err:
             problems.append(f"{name}: stopping the transient unit failed: {err}")
-    record.save(state_dir)
+    record.save(state)
     return problems

@@ -6,6 +6,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 
 import pytest
 from clirun import run_cli
@@ -42,6 +44,7 @@ def test_json_has_the_summary_api_shape(capsys, v2_tree):
         capsys, "--cgroupfs", v2_tree, "-o", "json", "--interval", "0.01",
         "--capacity", "memory=8Gi", "--kube-reserved-cgroup", "/kube-reserved",
         "--kube-reserved", "memory=1Gi", "--node-name", "node-a",
+        "--kubelet-cgroups", "/kube-reserved",
     )  # fmt: skip
     assert code == 0, err
     doc = json.loads(out)
@@ -72,7 +75,7 @@ def test_json_has_the_summary_api_shape(capsys, v2_tree):
     assert node["memory"]["usageBytes"] == ROOT_USAGE
     assert node["memory"]["workingSetBytes"] == ROOT_WS
     assert node["memory"]["availableBytes"] == GIB8 - ROOT_WS
-    assert set(node["network"]) >= {"time", "interfaces"}
+    assert set(node["network"]) >= {"time", "name"}  # "name" "" without an eth0
     assert set(node["rlimit"]) == {"time", "maxpid", "curproc"}
     assert sorted(p["podRef"]["uid"] for p in doc["pods"]) == ["1111-2222", "aaaa-bbbb"]
     for p in doc["pods"]:
@@ -217,8 +220,9 @@ def test_runtime_and_misc_containers_come_from_their_flags(capsys, v2_tree):
 
 
 def test_daemon_cgroups_default_to_the_kubelet_configs(capsys, v2_tree, tmp_path):
-    # cmd/kubelet/app/options: kubeletCgroups, runtimeCgroups and systemCgroups are
-    # KubeletConfiguration fields; stats takes them from --config, and a flag still wins.
+    # kubeletCgroups and systemCgroups are KubeletConfiguration fields (a flag still wins);
+    # runtimeCgroups is none (--runtime-cgroups is a ContainerRuntimeOptions flag in every
+    # minor): the table shows the file's runtime cgroup, the kubelet's summary has no runtime.
     write_files(os.path.join(v2_tree, "runtime"), {"memory.current": "4096\n"})
     write_files(os.path.join(v2_tree, "kubelet"), {"memory.current": "8192\n"})
     config = tmp_path / "kubelet.yaml"
@@ -226,14 +230,30 @@ def test_daemon_cgroups_default_to_the_kubelet_configs(capsys, v2_tree, tmp_path
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
         "runtimeCgroups: /runtime\nkubeletCgroups: /nowhere\n"
     )
-    code, out, err = run(
-        capsys, "--cgroupfs", v2_tree, "-o", "json", "--interval", "0", "--config", str(config),
-        "--kubelet-cgroups", "/kubelet",
-    )  # fmt: skip
+    args = ("--cgroupfs", v2_tree, "--interval", "0", "--config", str(config),
+            "--kubelet-cgroups", "/kubelet")  # fmt: skip
+    code, out, err = run(capsys, *args, "-o", "json")
     assert code == 0, err
     names = [c["name"] for c in json.loads(out)["node"]["systemContainers"]]
-    assert sorted(names) == ["kubelet", "pods", "runtime"]
+    assert sorted(names) == ["kubelet", "pods"]
     assert "nowhere" not in err
+    code, out, err = run(capsys, *args, "-o", "json", "--runtime-cgroups", "/runtime")
+    names = [c["name"] for c in json.loads(out)["node"]["systemContainers"]]
+    assert sorted(names) == ["kubelet", "pods", "runtime"]
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    roles = {line.split()[0]: line.split()[1] for line in out.splitlines()[1:] if line.strip()}
+    assert roles["/runtime"] == "runtime" and roles["/kubelet"] == "kubelet"
+    # a kubelet flag among the inputs (an OpenShift node-config's kubeletArguments) counts
+    node_config = tmp_path / "node-config.yaml"
+    node_config.write_text(
+        "apiVersion: v1\nkind: NodeConfig\nkubeletArguments:\n  runtime-cgroups: [/runtime]\n"
+    )
+    code, out, err = run(capsys, "--cgroupfs", v2_tree, "--interval", "0", "-o", "json",
+                         "--node-config", str(node_config))  # fmt: skip
+    assert code == 0, err
+    names = [c["name"] for c in json.loads(out)["node"]["systemContainers"]]
+    assert sorted(names) == ["pods", "runtime"]
 
 
 def test_real_host_hierarchy_read_only(capsys):
@@ -547,3 +567,35 @@ def test_a_one_shot_reads_cold_and_dates_only_the_read_it_shows(capsys, v2_tree,
         else:
             assert len(dates) == 1 and dates[0] is not None
             assert dates[0].by_mount.keys() == {v2_tree}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="ownership by root needs root")
+def test_json_finds_the_running_kubelets_cgroup(capsys, v2_tree, tmp_path, monkeypatch):
+    # no kubeletCgroups: the kubelet reports its own cgroup (container_manager_linux.go
+    # getContainer), found here in the node's /proc; no kube-reserved fallback
+    import clirun
+    from fakecgroup import FakeHost
+
+    host = FakeHost(tmp_path)
+    monkeypatch.setattr(clirun, "HOST", host)
+    write_files(os.path.join(v2_tree, "system.slice/kubelet.service"), {"memory.current": "8\n"})
+    args = ("--cgroupfs", v2_tree, "-o", "json", "--interval", "0",
+            "--kube-reserved-cgroup", "/kube-reserved")  # fmt: skip
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    assert [c["name"] for c in json.loads(out)["node"]["systemContainers"]] == ["pods"]
+    write_files(os.path.join(host.node_root, "proc/4242"),
+                {"comm": "kubelet\n", "cgroup": "0::/system.slice/kubelet.service\n"})  # fmt: skip
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    [kubelet, _] = json.loads(out)["node"]["systemContainers"]
+    assert kubelet["name"] == "kubelet" and kubelet["memory"]["usageBytes"] == 8
+
+
+def test_the_table_loads_none_of_the_summary():
+    # the document's modules (cli/stats_summary.py and what it reads with) load for -o json only
+    wanted = "('summary', 'fsstats', 'podlogs')"
+    code = ("import sys; import cgalloc.cli.stats; "
+            f"print(sorted(m for m in sys.modules if m.endswith({wanted})))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

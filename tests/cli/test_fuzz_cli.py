@@ -365,6 +365,11 @@ RECORD = st.one_of(
             "created": st.lists(st.lists(CGROUP, min_size=2, max_size=2), max_size=3),
             "changed": st.lists(st.lists(st.text(max_size=8), min_size=4, max_size=4), max_size=3),
             "enabled": st.lists(JSONISH, max_size=2),
+            # what the record manages (version 2): entries outside it are refused
+            "managed": st.fixed_dictionaries(
+                {}, optional={"kubepods": st.lists(CGROUP, max_size=2),
+                              "reserved": st.lists(CGROUP, max_size=2)},
+            ) | JSONISH,
         },
     ).map(lambda d: json.dumps(d).encode()),
 )
@@ -372,10 +377,11 @@ JOURNAL = st.one_of(
     st.binary(max_size=120),
     st.lists(
         st.fixed_dictionaries(
-            {"kind": st.sampled_from(["mkdir", "write", "enable", "rm"]),
+            {"kind": st.sampled_from(["mkdir", "write", "enable", "managed", "rm"]),
              "mount": CGROUP, "path": st.sampled_from(["", "kubepods", "../x", "a/b"])},
             optional={"file": st.text(max_size=8), "old": st.none() | st.text(max_size=4),
-                      "controllers": st.lists(st.text(max_size=4), max_size=2)},
+                      "controllers": st.lists(st.text(max_size=4), max_size=2),
+                      "kubepods": st.lists(CGROUP, max_size=2)},
         ), max_size=3,
     ).map(lambda es: "".join(json.dumps(e) + "\n" for e in es).encode()),
 )  # fmt: skip

@@ -81,6 +81,29 @@ def test_a_file_that_is_no_history_is_refused(tmp_path, content, says):
     assert says in str(err.value)
 
 
+def test_a_history_path_that_is_a_symlink_is_refused_and_its_target_untouched(tmp_path):
+    # the exporter and `cgalloc record` append as root (issue 35: never through a link)
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (tmp_path / "h.jsonl").symlink_to(victim)
+    with pytest.raises(history.InputError) as err:
+        write_history(tmp_path / "h.jsonl", window(2))
+    assert "is a symbolic link" in str(err.value)
+    assert victim.read_text() == "precious\n"
+
+
+def test_compacting_refuses_a_planted_temporary(tmp_path, monkeypatch):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    path = tmp_path / "h.jsonl"
+    monkeypatch.setattr(os, "getpid", lambda: 4242)
+    (tmp_path / "h.jsonl.4242.tmp").symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        write_history(path, window(40), max_samples=20)
+    assert victim.read_text() == "precious\n"
+    assert (tmp_path / "h.jsonl.4242.tmp").is_symlink()
+
+
 def test_meminfo_and_tasks(tmp_path):
     (tmp_path / "meminfo").write_text("MemTotal: 100 kB\nMemFree: 1 kB\nMemAvailable: 40 kB\n")
     (tmp_path / "loadavg").write_text("0.1 0.2 0.3 2/345 99\n")
@@ -203,6 +226,21 @@ def test_recommend_table_shows_evidence_and_every_profile(capsys, recorded):
         assert f"\n  {name} " in out
     assert "900m" in out  # the cpu peak seen
     assert "200Mi" in out  # the memory peak seen
+
+
+def test_write_dropin_refuses_a_planted_temporary(capsys, recorded, tmp_path, monkeypatch):
+    # the kubelet reads the drop-in as root: a link at the temporary is not followed (issue 35)
+    confdir = tmp_path / "kubelet.conf.d"
+    confdir.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    monkeypatch.setattr(os, "getpid", lambda: 4242)
+    planted = confdir / "50-cgalloc-reservations.conf.4242.tmp"
+    planted.symlink_to(victim)
+    code, _, err = rec(capsys, recorded, "--emit", "config", "--write-dropin", str(confdir))
+    assert code == 2 and "cannot write 50-cgalloc-reservations.conf" in err, err
+    assert victim.read_text() == "precious\n" and planted.is_symlink()
+    assert not (confdir / "50-cgalloc-reservations.conf").exists()
 
 
 def test_the_dropin_is_what_the_kubelets_config_dir_takes(capsys, recorded, tmp_path):

@@ -79,3 +79,19 @@ def test_kernel_threads_are_never_matched():
         pytest.skip("no kernel threads visible (or no right to tell them from hidden processes)")
     name, pid = kthreads[0].info["name"], kthreads[0].pid
     assert pid not in [p.pid for p in procs.find([name])]
+
+
+def test_in_cgroups_lists_the_processes_below_a_cgroup_with_their_oom_score_adj(sleeper):
+    # this process's own cgroup (v2 line, or the memory controller's on v1) holds the sleeper
+    cgroups = _own_cgroups()
+    key = "" if "" in cgroups and "memory" not in cgroups else "memory"
+    here = cgroups[key]
+    pid, _ = sleeper
+    with open(f"/proc/{pid}/oom_score_adj", "w") as f:
+        f.write("500")  # raising needs no privilege
+    found = {p[0]: p for p in procs.in_cgroups({here}, key)}
+    assert found[pid] == (pid, LONG[:15], here, 500)
+    parent = here.rpartition("/")[0] or "/"
+    if parent != "/":
+        assert pid in {p[0] for p in procs.in_cgroups({parent}, key)}
+    assert pid not in {p[0] for p in procs.in_cgroups({here + "-not"}, key)}

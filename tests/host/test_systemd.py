@@ -29,7 +29,7 @@ from cgalloc.host.systemd import (
 )
 from cgalloc.model.naming import CGROUPFS, SYSTEMD
 from cgalloc.ops.apply import teardown
-from cgalloc.ops.state import Record, StateDir
+from cgalloc.ops.state import Managed, Record, StateDir
 from cgalloc.ops.units import UnitRecord
 
 
@@ -67,6 +67,12 @@ def test_unlimited_values_are_systemd_infinity():
     props = unit_properties({"memory.max": "max", "cpu.max": "max 100000"}, v2=True)
     assert props[0] == ("MemoryMax", ("t", UINT64_MAX))
     assert props[1] == ("CPUQuotaPerSecUSec", ("t", UINT64_MAX))
+
+
+def test_reserved_swap_none_is_memory_swap_max_zero():
+    # --reserved-swap none on a slice systemd owns: MemorySwapMax=0, not a file under it
+    props = unit_properties({"memory.swap.max": "0", "memory.min": "1073741824"}, v2=True)
+    assert props == [("MemoryMin", ("t", 1 << 30)), ("MemorySwapMax", ("t", 0))]
 
 
 def test_v1_files_become_v1_properties():
@@ -135,11 +141,12 @@ def test_systemd_modes():
 
 def test_unit_record_round_trips_and_vanishes_when_empty(tmp_path):
     rec = UnitRecord(["kubepods.slice"], {"system.slice": {"MemoryMax": ["t", UINT64_MAX]}})
-    rec.save(str(tmp_path))
-    assert UnitRecord.load(str(tmp_path)) == rec
-    UnitRecord().save(str(tmp_path))
+    state = StateDir(str(tmp_path))
+    rec.save(state)
+    assert UnitRecord.load(state) == rec
+    UnitRecord().save(state)
     assert not (tmp_path / "systemd.json").exists()
-    assert UnitRecord.load(str(tmp_path)).is_empty()
+    assert UnitRecord.load(state).is_empty()
 
 
 def _peer_server(path: str, answer, stall_after_begin: bool = False) -> list[socket.socket]:
@@ -255,10 +262,11 @@ def test_a_first_message_read_with_the_auth_is_answered_after_another_ping(tmp_p
 def test_teardown_keeps_units_systemd_did_not_answer_for(tmp_path, silent_systemd):
     state = StateDir(str(tmp_path / "state"))
     units = UnitRecord(["kubepods.slice"], {"system.slice": {"MemoryMax": ["t", UINT64_MAX]}})
+    managed = Managed(frozenset({"kubepods.slice"}), frozenset({"system.slice"}))
     with state.locked():
-        units.save(state.path)
+        units.save(state)
         result = teardown(
-            str(tmp_path), state, Record(), host=FakeHost(),
+            str(tmp_path), state, Record(managed=managed), host=FakeHost(),
             systemd=Systemd(silent_systemd, timeout=0.3),
         )  # fmt: skip
     unanswered = (
@@ -269,7 +277,7 @@ def test_teardown_keeps_units_systemd_did_not_answer_for(tmp_path, silent_system
         f"system.slice: restoring MemoryMax failed: {unanswered}",
         f"kubepods.slice: stopping the transient unit failed: {unanswered}",
     ]
-    assert UnitRecord.load(state.path) == units  # kept for the next teardown
+    assert UnitRecord.load(state) == units  # kept for the next teardown
 
 
 class _Client:
@@ -293,7 +301,7 @@ def test_an_existing_slice_missing_one_v1_directory_is_not_started_or_recorded(t
     from cgalloc.ops.units import SystemdUnits
 
     client = _Client({"system.slice"})
-    units = SystemdUnits(client, str(tmp_path), v2=False, files={})
+    units = SystemdUnits(client, StateDir(str(tmp_path)), v2=False, files={})
     assert units.create(str(tmp_path / "cpuset"), "system.slice") is False
     assert client.started == [] and units.record.started == []
     # a slice systemd does not have is started and recorded, as before
@@ -328,15 +336,16 @@ def test_a_started_unit_gets_new_limits_as_properties_on_a_later_run(tmp_path):
     # daemon-reload otherwise.
     from cgalloc.ops.units import SystemdUnits
 
-    UnitRecord(["kubepods.slice"]).save(str(tmp_path))
+    state = StateDir(str(tmp_path))
+    UnitRecord(["kubepods.slice"]).save(state)
     client = _Recorder({"kubepods.slice"})
     files = {"kubepods.slice": {"memory.max": "629145600"}}
-    units = SystemdUnits(client, str(tmp_path), v2=True, files=files)
+    units = SystemdUnits(client, state, v2=True, files=files)
     units.before_write("kubepods.slice")
     assert client.calls == [("set", "kubepods.slice", [("MemoryMax", ("t", 629145600))])]
     # kept for rollback, not as an original for teardown (stopping the unit undoes it all)
     assert units._before == {"kubepods.slice": {"MemoryMax": ["t", UINT64_MAX]}}
-    assert UnitRecord.load(str(tmp_path)).changed == {}
+    assert UnitRecord.load(state).changed == {}
 
 
 def _converge_tree(tmp_path):
@@ -353,12 +362,13 @@ def _converge_tree(tmp_path):
         created={(str(root), "kube.slice"), (str(root), "kubepods.slice")},
         changed={(str(root), "system.slice", "cpu.weight"): "100"},
         written={(str(root), "kubepods.slice", "memory.max")},
+        managed=Managed(frozenset({"kubepods.slice"}), frozenset({"kube.slice", "system.slice"})),
     )
     units = UnitRecord(
         ["kubepods.slice", "kube.slice"],
         {"system.slice": {"MemoryMax": ["t", UINT64_MAX], "CPUWeight": ["t", UINT64_MAX]}},
     )
-    units.save(state.path)
+    units.save(state)
     return root, state, record, units
 
 
@@ -394,10 +404,12 @@ def test_converge_undoes_units_and_properties_no_longer_wanted(tmp_path):
     assert (root / "system.slice" / "cpu.weight").read_text().strip() == "100"
     assert (root / "kubepods.slice" / "memory.max").read_text().strip() == "max"
     assert not (root / "kube.slice").exists()
-    assert UnitRecord.load(state.path) == UnitRecord(
+    assert UnitRecord.load(state) == UnitRecord(
         ["kubepods.slice"], {"system.slice": {"MemoryMax": ["t", UINT64_MAX]}}
     )
-    assert record == Record(created={(str(root), "kubepods.slice")}, boot=record.boot)
+    assert record == Record(
+        created={(str(root), "kubepods.slice")}, boot=record.boot, managed=record.managed
+    )
 
 
 def test_a_no_longer_wanted_slice_with_processes_is_not_stopped(tmp_path):
@@ -417,9 +429,9 @@ def test_a_no_longer_wanted_slice_with_processes_is_not_stopped(tmp_path):
     )  # fmt: skip
     assert result.kept == ["kube.slice: kept, it still has processes"]
     assert ("stop", "kube.slice") not in client.calls
-    assert "kube.slice" in UnitRecord.load(state.path).started
+    assert "kube.slice" in UnitRecord.load(state).started
     assert (str(root), "kube.slice") in record.created
-    plan_undo(plan, record, UnitRecord.load(state.path))
+    plan_undo(plan, record, UnitRecord.load(state))
     assert drift(plan) == [
         (
             "systemd unit kube.slice (cgroup kube.slice) was started by cgalloc and is no longer "
@@ -446,4 +458,4 @@ def test_a_no_longer_wanted_slice_with_processes_is_not_stopped(tmp_path):
 def test_a_broken_unit_record_is_one_sentence(tmp_path, content):
     (tmp_path / "systemd.json").write_bytes(content)
     with pytest.raises(InputError, match=r"systemd\.json cannot be used: it is not cgalloc's"):
-        UnitRecord.load(str(tmp_path))
+        UnitRecord.load(StateDir(str(tmp_path)))

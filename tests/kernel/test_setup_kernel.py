@@ -45,9 +45,10 @@ def manifest(uid: str, *containers: dict, inits: tuple[dict, ...] = ()) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": uid, "uid": uid}, "spec": spec}
 
 
-def cgalloc(*args: str) -> subprocess.CompletedProcess:
-    """cgalloc ARGS on a node of CAPACITY."""
-    return subprocess.run([*PLANNED, *args], capture_output=True, text=True, timeout=120)
+def cgalloc(*args: str, capacity: str = CAPACITY) -> subprocess.CompletedProcess:
+    """cgalloc ARGS on a node of ``capacity``."""
+    planned = [*PLANNED[:2], capacity, *PLANNED[3:]]
+    return subprocess.run([*planned, *args], capture_output=True, text=True, timeout=120)
 
 
 def dirs_of(path: str) -> list[Path]:
@@ -71,20 +72,27 @@ def listing() -> tuple[list[str], str]:
 
 
 @contextlib.contextmanager
-def node(tmp_path: Path, *extra: str, pods: list[dict] | None = None) -> Iterator[list[str]]:
-    """setup with NODE + extra (and pods); yields the args; always tears down."""
-    args = [*NODE, *extra]
+def node(
+    tmp_path: Path,
+    *extra: str,
+    pods: list[dict] | None = None,
+    capacity: str = CAPACITY,
+    base: tuple[str, ...] | list[str] = tuple(NODE),
+) -> Iterator[list[str]]:
+    """setup with ``base`` + extra (and pods) on a node of ``capacity``; yields the args;
+    always tears down."""
+    args = [*base, *extra]
     if pods is not None:
         pods_file = tmp_path / "pods.json"
         pods_file.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
         args += ["--pods", str(pods_file)]
     state = ["--state-dir", str(tmp_path / "state")]
-    done = cgalloc("setup", *args, *state)
+    done = cgalloc("setup", *args, *state, capacity=capacity)
     try:
         assert done.returncode == 0, done.stderr
         yield args
     finally:
-        down = cgalloc("teardown", *state)
+        down = cgalloc("teardown", *state, capacity=capacity)
         assert down.returncode == 0, down.stdout + down.stderr
 
 

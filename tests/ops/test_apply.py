@@ -227,7 +227,7 @@ def test_a_directory_systemd_made_after_the_plan_is_not_cgallocs(tmp_path):
     with state.locked():
         p = plan.build(h, desired)
         assert any(a.kind == "mkdir" and a.path == "system.slice" for a in p.actions)
-        units = SystemdUnits.for_plan(client, state.path, p, v2=False)
+        units = SystemdUnits.for_plan(client, state, p, v2=False)
         apply(p, state, state.load(), host=HOST, units=units)
     assert _read(root / "cpu,cpuacct" / "system.slice" / "cpu.shares") == "512"
     record = json.loads((tmp_path / "state" / "owned.json").read_text())

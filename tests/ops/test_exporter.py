@@ -251,12 +251,13 @@ def test_a_failing_sample_is_counted_not_fatal():
 def _write_record(state_dir, boot: str, journal: bool = False) -> None:
     os.makedirs(state_dir, exist_ok=True)
     rec = {
-        "version": 1,
+        "version": 2,
         "created": [["/sys/fs/cgroup", "kube.slice"]],
         "changed": [],
         "enabled": [],
         "written": [],
         "boot": boot,
+        "managed": {"kubepods": [], "reserved": ["kube.slice"]},
     }
     with open(os.path.join(state_dir, "owned.json"), "w") as f:
         json.dump(rec, f)
@@ -344,14 +345,6 @@ def test_v1_tree_has_no_cgroup_pressure_and_says_why(tmp_path):
     ]
     assert got["container_memory_max_usage_bytes", (("id", "/system.slice"),)] == 12345678
     assert got["container_cpu_usage_seconds_total", (("id", "/system.slice"),)] == 987.654321
-
-
-def test_pod_names_from_the_pod_log_directory(tmp_path):
-    (tmp_path / "kube-system_coredns-abc_0000-1111").mkdir()
-    (tmp_path / "a_b").mkdir()
-    (tmp_path / "x__y").mkdir()
-    assert exporter.pod_names(str(tmp_path)) == {"0000-1111": ("kube-system", "coredns-abc")}
-    assert exporter.pod_names(str(tmp_path / "missing")) == {}
 
 
 @pytest.mark.parametrize(

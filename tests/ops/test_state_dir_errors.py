@@ -52,7 +52,7 @@ def test_a_fifo_in_place_of_a_state_file_is_refused_not_waited_on(tmp_path, name
     state = StateDir(str(tmp_path))
     with pytest.raises(InputError, match=rf"--state-dir {tmp_path}: {name} cannot be used"):
         if name == "systemd.json":
-            UnitRecord.load(str(tmp_path))
+            UnitRecord.load(state)
         else:
             state.peek()
 

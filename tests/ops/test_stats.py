@@ -277,6 +277,10 @@ def test_sysfs_counters_leave_out_loopback_and_put_eth0_inline(tmp_path):
             {"name": "eth1", "rxBytes": 7, "rxErrors": 0, "txBytes": 0, "txErrors": 0},
         ],
     }
+    # no eth0: the inline interface's name is still there (no omitempty), empty; no
+    # interfaces at all: the list is left out (omitempty), as the kubelet's summary has it
+    assert netstats.network_summary(ifaces[1:], "T")["name"] == ""
+    assert netstats.network_summary([], "T") == {"time": "T", "name": ""}
 
 
 def test_netlink_and_sysfs_name_the_same_interfaces_on_this_host():

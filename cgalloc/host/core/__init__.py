@@ -41,6 +41,9 @@ Interface::
     packed = pack_ops(ops)
         # the same ops ready for apply_ops(packed, stop), which then only makes them: pack
         # on one thread, make on another
+    fd = open_beneath(dirfd, relpath, flags, mode=0)
+        # a file or directory below any directory fd, resolved as writes are (no symlink in
+        # any component: ELOOP); the boot unit's files below --root
 
 Records:
 
@@ -109,6 +112,7 @@ Root = _impl.Root
 Sampler = _impl.Sampler
 open_root = _impl.open_root
 oldest_mtimes = _impl.oldest_mtimes
+open_beneath = _impl.open_beneath
 read_files = _impl.read_files
 apply_ops = _impl.apply_ops
 pack_ops = _impl.pack_ops
@@ -135,6 +139,7 @@ __all__ = [
     "WriteError",
     "apply_ops",
     "oldest_mtimes",
+    "open_beneath",
     "open_root",
     "pack_ops",
     "read_files",

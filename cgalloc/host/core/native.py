@@ -237,6 +237,21 @@ def read_files(
     return [data[i * slot : i * slot + n] if n >= 0 else n for i, n in enumerate(lens)]
 
 
+def open_beneath(
+    dirfd: int, relpath: str, flags: int, mode: int = 0, force_walk: bool = False
+) -> int:
+    """``relpath`` opened below ``dirfd`` as a write resolves it (cg_open_beneath: parents
+    through openat2 without symlinks, the last component with O_NOFOLLOW and ``mode`` when
+    ``flags`` create it): the fd; OSError (ELOOP for a symlink), ValueError for a malformed
+    path before any I/O. ``force_walk`` (tests) resolves without openat2."""
+    r.check_relpath(relpath)
+    walk = lib.CG_FORCE_WALK if force_walk else 0
+    fd = lib.cg_open_beneath(dirfd, os.fsencode(relpath), flags, mode, walk)
+    if fd < 0:
+        raise OSError(-fd, os.strerror(-fd), relpath)
+    return fd
+
+
 def open_root(path: str, allow_any_fs: bool = False, force_walk: bool = False) -> Root:
     """Open ``path`` as a cgroup root; refuse it unless statfs says cgroup or cgroup2.
 

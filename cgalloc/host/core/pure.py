@@ -56,9 +56,9 @@ def parse(spec: FileSpec, data: bytes) -> list[tuple[int, int]]:
     return cells
 
 
-def _open_component(dirfd: int, name: str, flags: int) -> int:
+def _open_component(dirfd: int, name: str, flags: int, mode: int = 0) -> int:
     try:
-        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dirfd)
     except NotADirectoryError:
         # O_NOFOLLOW|O_DIRECTORY reports a symlink as ENOTDIR; openat2 says ELOOP
         try:
@@ -84,6 +84,22 @@ def _open_beneath(rootfd: int, relpath: str, flags: int) -> int:
     finally:
         if cur != rootfd:
             os.close(cur)
+
+
+def open_beneath(
+    dirfd: int, relpath: str, flags: int, mode: int = 0, force_walk: bool = False
+) -> int:
+    """``relpath`` opened below ``dirfd`` as a write resolves it (no symlink in any component,
+    the last opened with O_NOFOLLOW and ``mode`` when ``flags`` create it): the fd; OSError
+    (ELOOP for a symlink), ValueError for a malformed path before any I/O."""
+    r.check_relpath(relpath)
+    parent, _, last = relpath.rpartition("/")
+    pfd = _open_beneath(dirfd, parent, os.O_PATH | os.O_DIRECTORY) if parent else dirfd
+    try:
+        return _open_component(pfd, last, flags, mode)
+    finally:
+        if pfd != dirfd:
+            os.close(pfd)
 
 
 def _read_cells(fd: int, spec: FileSpec, bufsize: int, pread: bool) -> list[tuple[int, int]]:
