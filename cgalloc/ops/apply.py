@@ -19,12 +19,12 @@ import signal
 import threading
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple, NoReturn
+from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
 from cgalloc.errors import SIGNALS, CgallocError, HostError, InputError, Interrupted
 from cgalloc.host import core
 from cgalloc.host.machine import Host, KernelHooks
-from cgalloc.host.systemd import Systemd, SystemdError
+from cgalloc.host.systemd import SystemdError
 from cgalloc.model.hierarchy import cgroup_file
 from cgalloc.model.naming import KUBEPODS, SLICE_SUFFIX
 from cgalloc.ops.plan import (
@@ -38,6 +38,9 @@ from cgalloc.ops.plan import (
 )
 from cgalloc.ops.state import Record, StateDir
 from cgalloc.ops.units import SystemdUnits, UnitRecord, reset_properties, stale_units, wire_props
+
+if TYPE_CHECKING:
+    from cgalloc.host.dbus import Systemd
 from cgalloc.ops.units import undo as undo_units
 
 # SIGNALS stop setup with a rollback. SIGKILL cannot be handled: the journal covers it (the
@@ -845,6 +848,8 @@ def converge(
     result = Result(root)
     kept = Record()
     v2 = plan.version == "v2"
+    from cgalloc.host.dbus import Systemd  # jeepney, only where systemd is called
+
     client = systemd or Systemd()  # connects on its first call only
     for i, a in enumerate(plan.undo):
         if signals is not None and signals.signo is not None:
@@ -946,6 +951,8 @@ def teardown(
     with SignalGuard() as signals:
         failed = _restore_values(root, record, roots, host, result, signals)
         if not units.is_empty() and signals.signo is None:
+            from cgalloc.host.dbus import Systemd  # jeepney, only where systemd is called
+
             result.kept += undo_units(systemd or Systemd(), units, state)
         _remove_created(root, record, roots, host, result, signals)
         _forget_vanished(record, failed, result)

@@ -13,13 +13,7 @@ from cgalloc.host import procs
 from cgalloc.host.capacity import node_capacity, online_cpus
 from cgalloc.host.cgroupfs import detect
 from cgalloc.host.machine import Host
-from cgalloc.host.systemd import (
-    SYSTEMD_CONTROLLERS,
-    Systemd,
-    cgroup_roles,
-    existing_unit,
-    use_dbus,
-)
+from cgalloc.host.systemd import SYSTEMD_CONTROLLERS, cgroup_roles, existing_unit, use_dbus
 from cgalloc.inputs.pods import load_pods, resize_warnings
 from cgalloc.model import naming
 from cgalloc.model.allocatable import pods_capacity
@@ -224,6 +218,8 @@ def setup(
         warn([*tree.notes(), *enforcement_warnings(cfg)])
         units = client = None
         if tree.unit_properties(cfg.cgroup_driver, host):
+            from cgalloc.host.dbus import Systemd  # jeepney, only where systemd is called
+
             client = Systemd()
             units = SystemdUnits.for_plan(
                 client, state, p, p.version == "v2", cgroup_roles(cfg), start_slices=dbus

@@ -9,12 +9,12 @@ import json
 import os
 import posixpath
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cgalloc.errors import InputError
 from cgalloc.host.systemd import (
     ACCOUNTING,
     Property,
-    Systemd,
     SystemdError,
     existing_unit,
     is_slice_name,
@@ -24,6 +24,9 @@ from cgalloc.host.systemd import (
 )
 from cgalloc.model.naming import expand_slice
 from cgalloc.ops.state import STATE_FILE_LIMIT, UNITS_NAME, Managed, StateDir
+
+if TYPE_CHECKING:
+    from cgalloc.host.dbus import Systemd
 
 
 @dataclass

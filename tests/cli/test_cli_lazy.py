@@ -96,6 +96,7 @@ NODE = ["--capacity", "cpu=4,memory=8Gi,pid=100,ephemeral-storage=1Gi", "--kube-
 OTHER_COMMANDS = ["cgalloc.cli.setup", "cgalloc.cli.verify", "cgalloc.cli.teardown",
                   "cgalloc.cli.install_unit", "cgalloc.cli.completion"]  # fmt: skip
 PLANNING = ["cgalloc.ops.plan", "cgalloc.ops.apply", "cgalloc.ops.state", "cgalloc.host.systemd",
+            "cgalloc.host.dbus",
             "cgalloc.ops.bootunit", "cgalloc.inputs.pods", "cgalloc.model.podresources",
             "cgalloc.model.allocatable"]  # fmt: skip
 NOT_IMPORTED = {
@@ -106,7 +107,7 @@ NOT_IMPORTED = {
                        "pydantic"],
     "show": [*OTHER_COMMANDS, "cgalloc.ops.plan", "cgalloc.ops.apply", "cgalloc.ops.state",
              "cgalloc.ops.stats", "cgalloc.host.core", "cgalloc.cli.stats", "pydantic",
-             "cgalloc.inputs.pods", "cgalloc.model.podresources"],
+             "cgalloc.inputs.pods", "cgalloc.model.podresources", "cgalloc.host.dbus", "jeepney"],
 }  # fmt: skip
 
 

@@ -16,9 +16,9 @@ from fakecgroup import FakeHost
 from jeepney import HeaderFields, Parser, new_method_return
 
 from cgalloc.errors import CgallocError, HostError, InputError
+from cgalloc.host.dbus import Systemd
 from cgalloc.host.systemd import (
     UINT64_MAX,
-    Systemd,
     SystemdError,
     cpuset_bitmask,
     existing_unit,

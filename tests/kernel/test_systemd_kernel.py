@@ -15,7 +15,8 @@ import subprocess
 
 import pytest
 
-from cgalloc.host.systemd import Systemd, SystemdError
+from cgalloc.host.dbus import Systemd
+from cgalloc.host.systemd import SystemdError
 from kernel.test_setup_kernel import NODE, cgalloc, listing
 from kernel.util import CGROUP_ROOT, read
 
@@ -263,7 +264,7 @@ def test_every_fresh_connection_answers_its_first_call():
     bytes arrive (bus_socket_auth_verify_server); under qemu that hit most fresh connections
     in one CI run and a teardown gave up after 4 reconnects. Each new client here makes one
     call on a new connection, as every cgalloc command does."""
-    from cgalloc.host.systemd import Systemd
+    from cgalloc.host.dbus import Systemd
 
     paths = set()
     for _ in range(25):
