@@ -377,6 +377,11 @@ reboot_check() {
 		 echo \"\$out\"
 		 for want in ActiveState=active Result=success ExecMainStatus=0; do
 		   grep -qx \$want <<<\"\$out\" || exit 1; done"
+	# The kubelet is not enabled at boot in the lane (see kubelet.sh k_step2): started here,
+	# after the boot unit, as its unit's After=cgalloc-setup.service would at boot.
+	if [[ -s $results/kubelet-main && ! -e $results/kubelet-main-failed ]]; then
+		step "reboot: the kubelet starts on the tree the boot unit made" 0 systemctl start kubelet.service
+	fi
 	if [[ $(cat "$results/kubelet-main" 2>/dev/null) == *-systemd ]]; then
 		step "reboot: kubelet and containerd in /kube.slice after boot" 0 daemons_in_slice
 	fi
