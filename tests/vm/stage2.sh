@@ -108,7 +108,7 @@ lane_setup() {
 uptime() { $BB cut -d' ' -f1 /proc/uptime; }
 PHASE=${1:-boot} # "run": started by cgalloc-vm.service, everything is mounted already
 [ "$PHASE" = run ] || boot_mounts
-# LANE, RUN_MODE, PYTHON, CHECKOUT, GUEST_PATH, KEEP_TMP, NO_PLUGIN_AUTOLOAD and
+# LANE, RUN_MODE, PYTHON, CHECKOUT, GUEST_PATH, KEEP_TMP, NO_PLUGIN_AUTOLOAD, SLOW and
 # `set -- <pytest args, or the command>`, written by the host (tests/vm/qemu.py).
 . /results/job.env
 [ "$PHASE" = run ] || lane_setup
@@ -119,7 +119,7 @@ say "lane $LANE: running $RUN_MODE at $(uptime) s after boot"
 cd "$CHECKOUT" || halt
 $BB env -i HOME=/root PATH="$GUEST_PATH" LANG=C.UTF-8 TERM=dumb \
 	CGALLOC_VM_LANE="$LANE" CGALLOC_VM_REPORT="/results/$LANE.json" \
-	CGALLOC_VM_SELECT="/results/$LANE.select" \
+	CGALLOC_VM_SELECT="/results/$LANE.select" CGALLOC_VM_SLOW="${SLOW:-}" \
 	PYTEST_DISABLE_PLUGIN_AUTOLOAD="$NO_PLUGIN_AUTOLOAD" "$@"
 echo $? >"/results/$LANE.rc"
 say "lane $LANE: $RUN_MODE exited $(cat "/results/$LANE.rc") at $(uptime) s after boot"
