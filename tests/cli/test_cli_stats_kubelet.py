@@ -1,5 +1,6 @@
 """`cgalloc stats -o json` against the real kubelet v1.20.2's `/stats/summary`, read in the
-Vagrant guests (vagrant/results/kubelet/<guest>/<config>/summary/summary.json).
+Vagrant guests (kept in tests/data/kubelet-1.20.2/<guest>/<config>/: summary/summary.json, the
+same moment's stats.json, and the kubelet's inputs, copied from that run's vagrant/results).
 
 Each case builds a node mirroring the guest's: the cgroup tree the kubelet ran (its driver's
 names, the pods' uids and QoS tiers, one container and one sandbox per pod) holding the
@@ -27,7 +28,7 @@ from statstree import write_files
 from cgalloc.host import fsstats
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "vagrant" / "results" / "kubelet"
+RESULTS = ROOT / "tests" / "data" / "kubelet-1.20.2"
 _spec = importlib.util.spec_from_file_location("kubelet_steps", ROOT / "vagrant/kubelet/steps.py")
 ksteps = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ksteps)

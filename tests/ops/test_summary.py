@@ -163,7 +163,7 @@ def test_node_root_is_zeros_on_v2_before_1_21():
     # v1.20.2 vendors cAdvisor v0.38.6: container/libcontainer/handler.go GetStats reads no
     # file of the v2 root ("On cgroup v2 there are no stats at the root cgroup"); the real
     # 1.20.2 reported node.cpu and node.memory as zeros in the v2 guest
-    # (vagrant/results/kubelet/v2/v2-cgroupfs/summary/summary.json)
+    # (tests/data/kubelet-1.20.2/v2/v2-cgroupfs/summary/summary.json)
     zero = summary.node_root("1.20", "v2", ROOT._replace(time_ns=10**9))
     prev = summary.node_root("1.20", "v2", ROOT)
     assert zero is not None
