@@ -428,6 +428,7 @@ def test_setup_refuses_a_systemd_record_naming_a_foreign_unit_before_any_change(
 ):
     # setup under systemd as PID 1 loads the systemd record to converge it: refused like
     # teardown's, before a unit is started or a property set (issue 35)
+    import cgalloc.host.dbus
     import cgalloc.ops.setup
 
     state_dir = tmp_path / "state"
@@ -437,7 +438,7 @@ def test_setup_refuses_a_systemd_record_naming_a_foreign_unit_before_any_change(
     os.chmod(state_dir / "systemd.json", 0o600)
     client = _Recorder()
     monkeypatch.setattr(cgalloc.ops.setup.TreeOptions, "unit_properties", lambda *_a: True)
-    monkeypatch.setattr(cgalloc.ops.setup, "Systemd", lambda: client)
+    monkeypatch.setattr(cgalloc.host.dbus, "Systemd", lambda: client)  # setup imports it late
     before = _everything(tree, state_dir)
     # other reservations than the first run's: there are changes to make, none is made
     changed = [a.replace("cpu=500m,memory=1Gi", "cpu=600m,memory=1Gi") for a in NODE]
