@@ -647,6 +647,13 @@ k_step8() {
 	fi
 	if [[ $K_MAIN == 1 ]]; then
 		cgalloc install-unit --uninstall && systemctl daemon-reload
+		# Known gap, said here and in the results: after a reboot systemd loads the kube slice
+		# at boot for the daemons' Slice= drop-ins, before the boot unit runs, so it is not a
+		# slice cgalloc started; neither teardown nor --uninstall stops it yet.
+		if [[ $K_DRIVER == systemd ]] && systemctl is-active --quiet "${K_KUBE#/}"; then
+			echo "known gap: ${K_KUBE#/} (loaded by systemd for the Slice= drop-ins) left active by cgalloc: stopped by the lane"
+			systemctl stop "${K_KUBE#/}"
+		fi
 	fi
 	sleep 3
 	k_leftovers >"$K_EVID/$K_CFG/leftovers.txt"
