@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,8 @@ class HostLanes:
         self.reported_errors: set[str] = set()
         self._prereqs: Prereqs | MissingPrerequisite | None = None
         self._workdir: Path | None = None
+        self._pending: dict[str, Future[qemu.LaneRun]] = {}
+        self._pool: ThreadPoolExecutor | None = None
 
     @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so they see the lane items
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -155,41 +158,71 @@ class HostLanes:
         return new
 
     def prereqs(self) -> Prereqs:
-        if self._prereqs is None:
-            try:
-                self._prereqs = find_prereqs()
-            except MissingPrerequisite as missing:
-                self._prereqs = missing
-        if isinstance(self._prereqs, MissingPrerequisite):
+        if isinstance(self._prereqs_or_missing(), MissingPrerequisite):
             reason = f"VM lanes need: {self._prereqs}"
             if _in_ci():
                 pytest.fail(f"{reason} (CI=true: a missing prerequisite fails)", pytrace=False)
             pytest.skip(reason)
         return self._prereqs
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        """Boot the selected lanes before the first test: each VM keeps about one host core
+        busy (the in-VM pytest is one process), so they run side by side and beside the host
+        tests, CGALLOC_VM_JOBS at a time (default: one per host core)."""
+        if session.config.option.collectonly or isinstance(self._prereqs_or_missing(), Exception):
+            return
+        lanes = [
+            lane
+            for lane in qemu.START_ORDER
+            if any(isinstance(i, VMLaneItem) and i.lane == lane for i in session.items)
+        ]
+        if not lanes:
+            return
+        jobs = int(os.environ.get("CGALLOC_VM_JOBS") or os.cpu_count() or 1)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, min(jobs, len(lanes))))
+        for lane in lanes:
+            self._pending[lane] = self._pool.submit(self._boot, lane, session)
+
+    def _prereqs_or_missing(self) -> Prereqs | MissingPrerequisite:
+        if self._prereqs is None:
+            try:
+                self._prereqs = find_prereqs()
+            except MissingPrerequisite as missing:
+                self._prereqs = missing
+        return self._prereqs
+
+    def _boot(self, lane: str, session: pytest.Session) -> qemu.LaneRun:
+        p = self._prereqs_or_missing()
+        assert isinstance(p, Prereqs)
+        selection = [
+            i.inner_nodeid for i in session.items if isinstance(i, VMLaneItem) and i.lane == lane
+        ]
+        timeout = float(os.environ.get("CGALLOC_VM_TIMEOUT", qemu.DEFAULT_TIMEOUT))
+        return qemu.run_lane(
+            lane,
+            p,
+            initramfs.cached_initramfs(p),
+            self._lane_dir(lane),
+            self.config.rootpath,
+            selection,
+            timeout,
+        )
+
+    def _lane_dir(self, lane: str) -> Path:
+        if self._workdir is None:
+            cache = initramfs.cache_dir()
+            cache.mkdir(parents=True, exist_ok=True)
+            self._workdir = Path(tempfile.mkdtemp(prefix="run-", dir=cache))
+        return self._workdir / lane
+
     def run(self, lane: str, session: pytest.Session) -> qemu.LaneRun:
-        """The lane's run, booting its VM on first use with every selected item of the lane."""
+        """The lane's run: the one started with the session, or booted now (its VM runs every
+        selected item of the lane once)."""
         if lane not in self.runs:
-            p = self.prereqs()
-            if self._workdir is None:
-                cache = initramfs.cache_dir()
-                cache.mkdir(parents=True, exist_ok=True)
-                self._workdir = Path(tempfile.mkdtemp(prefix="run-", dir=cache))
-            selection = [
-                i.inner_nodeid
-                for i in session.items
-                if isinstance(i, VMLaneItem) and i.lane == lane
-            ]
-            timeout = float(os.environ.get("CGALLOC_VM_TIMEOUT", qemu.DEFAULT_TIMEOUT))
-            self.runs[lane] = qemu.run_lane(
-                lane,
-                p,
-                initramfs.cached_initramfs(p),
-                self._workdir / lane,
-                self.config.rootpath,
-                selection,
-                timeout,
-            )
+            self.prereqs()
+            pending = self._pending.get(lane)
+            self.runs[lane] = pending.result() if pending else self._boot(lane, session)
         return self.runs[lane]
 
     def _keep_workdir(self) -> bool:
@@ -207,5 +240,8 @@ class HostLanes:
             )
 
     def pytest_unconfigure(self) -> None:
+        if self._pool is not None:  # an interrupted session leaves no VM behind
+            qemu.kill_running()
+            self._pool.shutdown(wait=True, cancel_futures=True)
         if self._workdir and not self._keep_workdir():
             shutil.rmtree(self._workdir, ignore_errors=True)

@@ -20,6 +20,9 @@ LANES = ("v2", "v1", "v2-systemd")
 # Where a tests/kernel module runs unless it sets a module-level LANES tuple (the systemd lane
 # boots a whole userland, so tests opt in to it).
 DEFAULT_LANES = ("v2", "v1")
+# The order the lanes start in when they run side by side: the longest first, so the others
+# share the second core meanwhile.
+START_ORDER = ("v2-systemd", "v2", "v1")
 DEFAULT_TIMEOUT = 1200.0  # seconds per lane; a TCG boot plus the basic tests takes well under 1/5
 KERNEL_CMDLINE = "console=ttyS0 panic=-1 quiet"
 LANE_CMDLINE = {
@@ -28,6 +31,17 @@ LANE_CMDLINE = {
     "systemd.show_status=0",
 }
 _TERMINAL_CONTROL = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|.)")  # SeaBIOS clears the screen
+
+
+_running: set[subprocess.Popen] = set()
+_running_lock = threading.Lock()
+
+
+def kill_running() -> None:
+    """Kill every VM still booted by this process (an interrupted session)."""
+    with _running_lock:
+        for proc in _running:
+            proc.kill()
 
 
 @dataclass
@@ -127,6 +141,8 @@ def boot(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
+        with _running_lock:
+            _running.add(proc)
         timed_out = threading.Event()
 
         def expire() -> None:
@@ -147,6 +163,8 @@ def boot(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            with _running_lock:
+                _running.discard(proc)
     if timed_out.is_set():
         return f"the VM did not finish within {timeout:.0f} s (CGALLOC_VM_TIMEOUT)"
     if code != 0:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from vm import qemu
 from vm.initramfs import NewcArchive
 from vm.plugin import _headline, lane_item_name
 from vm.prereqs import MissingPrerequisite, is_static_elf, module_load_order
@@ -138,3 +139,8 @@ def test_run_prints_only_the_command_output() -> None:
     show(serial)
     show(b"lo\r\nworld\r\ncgalloc-vm: lane v2: command exited 0 at 4 s after boot\r\n[ 4.1] reb")
     assert out.getvalue() == b"hello\nworld\n"
+
+
+def test_every_lane_has_a_start_order() -> None:
+    # a lane missing from START_ORDER would never be booted ahead, only when its item runs
+    assert sorted(qemu.START_ORDER) == sorted(qemu.LANES)
