@@ -24,8 +24,10 @@ from cgalloc.ops.bootunit import (
     boot_code_paths,
     config_args,
     daemon_slice,
+    dropin_slices,
     install_changes,
     read_config,
+    stop_loaded_slices,
     trust_problems,
     uninstall_changes,
 )
@@ -52,7 +54,9 @@ UNSAFE_FILES = (
 )
 UNINSTALL_HELP = (
     "Remove what it installed instead: the unit and cgalloc's drop-ins when they carry its "
-    "marker line, and the enable link when it points at the unit; the config file stays."
+    "marker line, and the enable link when it points at the unit; the config file stays. "
+    "On a running node it then stops the slice those drop-ins named when systemd loaded it "
+    "only for them (no unit file) and nothing runs in it any more."
 )
 ALLOW_UNSAFE_HELP = (
     "Install even when a user other than root can change the interpreter or the cgalloc "
@@ -249,6 +253,7 @@ def _install_unit(
                 f"--uninstall removes what install-unit wrote and takes no {given}; drop them."
             )
         changes = uninstall_changes(base)
+        slices = dropin_slices(base, changes)
     else:
         text = read_config(base)
         existing = config_args(text) if text is not None else None
@@ -261,6 +266,12 @@ def _install_unit(
         check_interpreter(command, allow_unsafe)
     if not write_changes(base, changes, dry_run, quiet):
         return
+    if uninstall and slices and _is_real_root(base.path) and systemd_running():
+        for line in stop_loaded_slices(slices):
+            if line.startswith("left "):
+                warn([line])
+            elif not quiet:
+                typer.echo(printable(line))
     if not changes:
         summary = "nothing to change"
     elif uninstall:

@@ -22,6 +22,7 @@ from cgalloc.host.systemd import (
     PRIVATE_SOCKET,
     PROPERTIES,
     SYSTEMD1,
+    UNIT,
     UNIT_INTERFACES,
     Property,
     SystemdError,
@@ -130,12 +131,13 @@ class Systemd:
                 return None
             raise
 
-    def get(self, name: str, prop: str) -> tuple[str, object]:
-        """A unit property as (signature, value)."""
+    def get(self, name: str, prop: str, interface: str | None = None) -> tuple[str, object]:
+        """A unit property as (signature, value), from the unit type's interface (Slice,
+        Service...) unless ``interface`` names another (``UNIT``: ActiveState, FragmentPath)."""
         path = self.unit_path(name)
         if path is None:
             raise SystemdError(f"systemd has no unit {name}")
-        iface = UNIT_INTERFACES.get(os.path.splitext(name)[1], "org.freedesktop.systemd1.Unit")
+        iface = interface or UNIT_INTERFACES.get(os.path.splitext(name)[1], UNIT)
         return self.call("Get", "ss", (iface, prop), path=path, interface=PROPERTIES, unit=name)[0]
 
     def _job(self, method: str, signature: str, body: tuple) -> None:

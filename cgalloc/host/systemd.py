@@ -44,6 +44,7 @@ MANAGER_PATH = "/org/freedesktop/systemd1"
 MANAGER = "org.freedesktop.systemd1.Manager"
 PROPERTIES = "org.freedesktop.DBus.Properties"
 NO_SUCH_UNIT = "org.freedesktop.systemd1.NoSuchUnit"
+UNIT = "org.freedesktop.systemd1.Unit"  # ActiveState, FragmentPath: every unit type's
 UNIT_INTERFACES = {
     ".slice": "org.freedesktop.systemd1.Slice",
     ".service": "org.freedesktop.systemd1.Service",
@@ -195,5 +196,3 @@ def role_of(path: str, roles: dict[str, str]) -> str:
 
 class SystemdError(HostError):
     """systemd refused or failed a request."""
-
-

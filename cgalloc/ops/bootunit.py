@@ -322,6 +322,61 @@ def uninstall_changes(root: safefs.Beneath) -> list[FileChange]:
     return out
 
 
+def dropin_slices(root: safefs.Beneath, changes: list[FileChange]) -> list[str]:
+    """The slices named by ``Slice=`` in the drop-ins ``changes`` remove (read before they go)."""
+    names = []
+    for change in changes:
+        if not change.path.endswith(f".d/{DROPIN_NAME}"):
+            continue
+        kind, text = _current(root, change.path)
+        for line in (text or "").splitlines() if kind == "file" else []:
+            key, _, value = line.partition("=")
+            if key.strip() == "Slice" and value.strip():
+                names.append(value.strip())
+    return list(dict.fromkeys(names))
+
+
+def stop_loaded_slices(names: list[str]) -> list[str]:
+    """After uninstall: stop each slice in ``names`` that systemd loaded only for the removed
+    ``Slice=`` drop-ins (no unit file of its own, not a transient unit setup started, which
+    teardown stops) once no process runs in it. At boot systemd starts such a slice for the
+    daemons before the boot unit runs, so setup never started it and teardown leaves it.
+    Returns what was done or left, a line each."""
+    from cgalloc.host import procs
+    from cgalloc.host.dbus import Systemd
+    from cgalloc.host.systemd import UNIT, SystemdError
+
+    out = []
+    client = Systemd()
+    try:
+        for name in names:
+            try:
+                if client.unit_path(name) is None:
+                    continue
+                if client.get(name, "ActiveState", UNIT)[1] != "active":
+                    continue
+                if client.get(name, "FragmentPath", UNIT)[1]:
+                    continue  # an operator's unit file, or setup's transient slice
+                cgroup = str(client.get(name, "ControlGroup")[1])
+                if not cgroup.startswith("/") or cgroup == "/":
+                    continue  # not realized: nothing to tell its processes by
+                pids = [p for key in ("", "systemd") for p, *_ in procs.in_cgroups({cgroup}, key)]
+                if pids:
+                    shown = ", ".join(str(p) for p in sorted(set(pids))[:5])
+                    out.append(
+                        f"left {name} active: processes run in it (pid {shown}); once they"
+                        f" have ended, `systemctl stop {name}`"
+                    )
+                    continue
+                client.stop_unit(name)
+                out.append(f"stopped {name}: systemd had loaded it only for the drop-ins")
+            except SystemdError as err:
+                out.append(f"left {name}: {err}")
+    finally:
+        client.close()
+    return out
+
+
 def _restore(root: safefs.Beneath, rel: str, kind: str, value: str | None) -> None:
     if root.lstat(rel) is not None:
         root.unlink(rel)

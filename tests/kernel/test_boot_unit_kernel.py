@@ -146,8 +146,33 @@ def test_unit_sets_up_the_tree_before_the_kubelet_and_keeps_daemons_in_their_sli
 
     for unit in reversed(UNITS):
         assert systemctl("stop", unit).returncode == 0
+    state = boot[boot.index("--state-dir") + 1]
+    down = cgalloc("teardown", "--state-dir", state)
+    assert down.returncode == 0, down.stdout + down.stderr
+    # Starting the kubelet started its slice for the drop-in's Slice= beside the boot unit, as
+    # at every boot: setup found it there, so it is no unit of setup's and teardown leaves it
+    # (had setup started it, teardown stopped it: started here as systemd does at boot).
+    if show(SLICE, "ActiveState") != "active":
+        assert systemctl("start", SLICE).returncode == 0
+    assert show(SLICE, "FragmentPath") == ""
+
+    # Uninstall stops it, but never while a process runs in it (stopping a slice stops its
+    # units).
+    busy = ["systemd-run", "--unit", "cgalloc-test-busy", f"--slice={SLICE}", "sleep", "600"]
+    assert subprocess.run(busy, capture_output=True, timeout=120).returncode == 0
+    try:
+        kept = cgalloc("install-unit", "--uninstall")
+        assert kept.returncode == 0, kept.stdout + kept.stderr
+        assert f"left {SLICE} active: processes run in it" in kept.stderr
+        assert show(SLICE, "ActiveState") == "active"
+    finally:
+        systemctl("stop", "cgalloc-test-busy.service")
+    again = cgalloc("install-unit", "--daemons", "kubelet,containerd", "--", *boot)
+    assert again.returncode == 0, again.stdout + again.stderr
     gone = cgalloc("install-unit", "--uninstall")
     assert gone.returncode == 0, gone.stdout + gone.stderr
+    assert f"stopped {SLICE}: systemd had loaded it only for the drop-ins" in gone.stdout
+    assert show(SLICE, "ActiveState") != "active"
     assert [p for p in WRITTEN if p.exists()] == [Path("/etc/cgalloc/setup.conf")]
 
 

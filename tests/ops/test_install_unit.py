@@ -250,3 +250,20 @@ def test_moving_processes_by_name_says_it_does_not_persist(capsys, tmp_path, mon
     assert code == 0
     assert "return to their unit's cgroup when they restart" in err
     assert "cgalloc install-unit --daemons" in err
+
+
+def test_uninstall_names_only_the_slices_of_the_dropins_it_removes(capsys, tmp_path):
+    # after --uninstall on a running node cgalloc may stop these (a slice systemd loaded at
+    # boot only for its drop-ins); an operator's drop-in and its slice are not cgalloc's
+    from cgalloc.host import safefs
+    from cgalloc.ops.bootunit import dropin_slices, uninstall_changes
+
+    assert install(capsys, tmp_path, "--daemons", "kubelet", "--", *SYSTEMD_ARGS)[0] == 0
+    foreign = tmp_path / CONTAINERD_DROPIN
+    foreign.parent.mkdir(parents=True)
+    foreign.write_text("[Service]\nSlice=mine.slice\n")
+    base = safefs.Beneath(str(tmp_path))
+    try:
+        assert dropin_slices(base, uninstall_changes(base)) == ["kube.slice"]
+    finally:
+        base.close()
