@@ -6,18 +6,16 @@ ended by their pid. Skipped, with the reason, where the binaries are missing
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import socket
 import subprocess
 import sys
 import time
-import urllib.parse
-import urllib.request
 
 import pytest
 from exportertree import KUBE_ARGS, POD_UID, make_node
+from promclient import get, query, stop
 
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
@@ -46,21 +44,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def get(url: str, timeout: float = 5) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
-        return resp.read()
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @pytest.fixture
 def exporter_url(tmp_path):
     node = make_node(tmp_path)
@@ -76,13 +59,6 @@ def exporter_url(tmp_path):
         yield m.group(1)
     finally:
         stop(proc)
-
-
-def query(base: str, expr: str) -> list:
-    url = f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    doc = json.loads(get(url))
-    assert doc["status"] == "success", doc
-    return doc["data"]["result"]
 
 
 def test_promtool_checks_what_the_exporter_serves(exporter_url):
