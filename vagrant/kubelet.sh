@@ -418,6 +418,25 @@ k_verify() {
 	cgalloc verify "${K_CG_ARGS[@]}" --static-pods
 }
 
+# 7d: the same, given the kubelet's QoS loop time to catch up after its start. Its first
+# UpdateCgroups can run before the static pods are admitted (burstable cpu.shares 2, seen once
+# after the reboot on v1-systemd); it writes the pods' sum at the latest at its next periodic
+# update, a minute later (periodicQOSCgroupUpdateInterval, pkg/kubelet/cm/
+# qos_container_manager_linux.go). Each attempt's drift is kept; the step passes once the tree
+# is in sync, within 90 s.
+k_verify_settled() {
+	local t0 rc
+	t0=$(date +%s)
+	while :; do
+		k_verify
+		rc=$?
+		[[ $rc == 0 ]] && { echo "in sync $(($(date +%s) - t0)) s after the first attempt"; return 0; }
+		[[ $(($(date +%s) - t0)) -ge 90 ]] && return "$rc"
+		echo "--- not yet: the kubelet's periodic QoS update comes within a minute; again in 15 s"
+		sleep 15
+	done
+}
+
 # 4: each pod cgroup's files against cgalloc show --pods (the same manifests), file by file.
 k_step4() {
 	cgalloc show "${K_CG_ARGS[@]}" --pods "$K_MANIFESTS" -o json >"$K_EVID/$K_CFG/show.json" || return 1
@@ -646,14 +665,9 @@ k_step8() {
 		fi
 	fi
 	if [[ $K_MAIN == 1 ]]; then
-		cgalloc install-unit --uninstall && systemctl daemon-reload
-		# Known gap, said here and in the results: after a reboot systemd loads the kube slice
-		# at boot for the daemons' Slice= drop-ins, before the boot unit runs, so it is not a
-		# slice cgalloc started; neither teardown nor --uninstall stops it yet.
-		if [[ $K_DRIVER == systemd ]] && systemctl is-active --quiet "${K_KUBE#/}"; then
-			echo "known gap: ${K_KUBE#/} (loaded by systemd for the Slice= drop-ins) left active by cgalloc: stopped by the lane"
-			systemctl stop "${K_KUBE#/}"
-		fi
+		# after the reboot systemd, not setup, started the kube slice for the daemons' Slice=
+		# drop-ins: --uninstall stops it (teardown leaves it), which the comparison below checks
+		cgalloc install-unit --uninstall || rc=1
 	fi
 	sleep 3
 	k_leftovers >"$K_EVID/$K_CFG/leftovers.txt"
@@ -756,7 +770,7 @@ kubelet_after_reboot() {
 	kstep "$c" 7a "the boot unit finished before the kubelet and containerd started" k_boot_order
 	kstep "$c" 7b "the kubelet started without error after the boot" k_started "$(k_boot_epoch)"
 	kstep "$c" 7c "its static pods run again" "${K_PY[@]}" pods "${K_PODS[@]/#/--want=}" --timeout 420
-	kstep "$c" 7d "cgalloc verify exits 0" k_verify
+	kstep "$c" 7d "cgalloc verify exits 0" k_verify_settled
 	kstep "$c" 8 "clean exit: teardown leaves the node as before setup" k_step8
 }
 
