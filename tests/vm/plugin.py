@@ -167,9 +167,10 @@ class HostLanes:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
-        """Boot the selected lanes before the first test: each VM keeps about one host core
-        busy (the in-VM pytest is one process), so they run side by side and beside the host
-        tests, CGALLOC_VM_JOBS at a time (default: one per host core)."""
+        """Boot the selected lanes before the first test, side by side and beside the host
+        tests: each VM keeps at most about one host core busy (the in-VM pytest is one
+        process), and booting them all at once leaves no core idle while the longest runs
+        (CGALLOC_VM_JOBS caps how many at a time)."""
         if session.config.option.collectonly or isinstance(self._prereqs_or_missing(), Exception):
             return
         lanes = [
@@ -179,7 +180,7 @@ class HostLanes:
         ]
         if not lanes:
             return
-        jobs = int(os.environ.get("CGALLOC_VM_JOBS") or os.cpu_count() or 1)
+        jobs = int(os.environ.get("CGALLOC_VM_JOBS") or len(lanes))
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(jobs, len(lanes))))
         for lane in lanes:
             self._pending[lane] = self._pool.submit(self._boot, lane, session)
