@@ -24,9 +24,6 @@ from kernel.util import CGROUP_ROOT, read, read_keyed
 LANES = ("v2",)  # PSI and the unified tree; the cgroup v1 reads are covered by test_stats_kernel
 
 PROMETHEUS = shutil.which("prometheus")
-pytestmark = pytest.mark.skipif(
-    not PROMETHEUS, reason="prometheus not installed on the host (.ci/install-test-deps)"
-)
 MIB = 1 << 20
 TIER = "kubepods/besteffort"
 # Moved into the tier first, then it allocates: memory is charged where it is touched.
@@ -45,6 +42,9 @@ def working_set(path: Path) -> int:
     return max(0, int(read(path / "memory.current")) - inactive)
 
 
+@pytest.mark.skipif(
+    not PROMETHEUS, reason="prometheus not installed on the host (.ci/install-test-deps)"
+)
 def test_prometheus_scrapes_the_real_tree_as_the_kernel_has_it(tmp_path):
     # the lane's VM has no network device: loopback only, brought up here
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=60)
