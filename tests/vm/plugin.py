@@ -183,6 +183,7 @@ class HostLanes:
         if not lanes:
             return
         jobs = int(os.environ.get("CGALLOC_VM_JOBS") or len(lanes))
+        self._lane_dir(lanes[0])  # makes the run directory now: the threads would race for it
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(jobs, len(lanes))))
         for lane in lanes:
             self._pending[lane] = self._pool.submit(self._boot, lane, session)
