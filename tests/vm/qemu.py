@@ -20,8 +20,8 @@ LANES = ("v2", "v1", "v2-systemd")
 # Where a tests/kernel module runs unless it sets a module-level LANES tuple (the systemd lane
 # boots a whole userland, so tests opt in to it).
 DEFAULT_LANES = ("v2", "v1")
-# The order the lanes start in (all at once by default; under CGALLOC_VM_JOBS the longest goes
-# first, so the shorter ones share the other cores meanwhile).
+# The order the lanes start in, one per host core: the longest first, so the shorter ones
+# follow each other on the other core meanwhile.
 START_ORDER = ("v2-systemd", "v2", "v1")
 DEFAULT_TIMEOUT = 2400.0  # seconds per lane, a hang guard: under CI's load v2-systemd took >1200
 KERNEL_CMDLINE = "console=ttyS0 panic=-1 quiet"
