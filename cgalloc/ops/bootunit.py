@@ -42,6 +42,7 @@ from importlib import resources
 from cgalloc.errors import CgallocError, InputError
 from cgalloc.host import safefs
 from cgalloc.host.systemd import slice_unit
+from cgalloc.inputs.kubeletunit import unit_assignments
 from cgalloc.inputs.loading import FILE_LIMIT, bounded_text, read_fd
 from cgalloc.model.naming import SYSTEMD, driver, reserved_path
 from cgalloc.model.nodeconfig import NodeConfig
@@ -329,10 +330,10 @@ def dropin_slices(root: safefs.Beneath, changes: list[FileChange]) -> list[str]:
         if not change.path.endswith(f".d/{DROPIN_NAME}"):
             continue
         kind, text = _current(root, change.path)
-        for line in (text or "").splitlines() if kind == "file" else []:
-            key, _, value = line.partition("=")
-            if key.strip() == "Slice" and value.strip():
-                names.append(value.strip())
+        if kind == "file" and text:
+            names += [
+                v for sec, k, v in unit_assignments(text) if (sec, k) == ("Service", "Slice") and v
+            ]
     return list(dict.fromkeys(names))
 
 
