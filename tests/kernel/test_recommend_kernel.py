@@ -41,6 +41,7 @@ LOAD = (
 @pytest.mark.skipif(
     "not os.environ.get('CGALLOC_VM_SLOW')", reason="a slow proof: CGALLOC_VM_SLOW=1 runs it"
 )
+@pytest.mark.timeout(1800)  # five minutes of recording, then recommend, all under TCG
 def test_recommend_covers_the_peak_a_load_made_in_kube_reserved(tmp_path):
     before = listing()
     state = ["--state-dir", str(tmp_path / "state")]

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout",
         type=float,
         default=float(os.environ.get("CGALLOC_VM_TIMEOUT", qemu.DEFAULT_TIMEOUT)),
-        help="seconds before the VM is killed (default $CGALLOC_VM_TIMEOUT or 600)",
+        help="seconds before the VM is killed (default $CGALLOC_VM_TIMEOUT or 2400)",
     )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
     args = parser.parse_args(argv)
