@@ -23,7 +23,10 @@ from .report import reporter_from_env
 
 KERNEL_TESTS = Path(__file__).resolve().parent.parent / "kernel"
 # Evaluated on the host these would describe the host, not the VM: the VM applies them.
-_VM_SIDE_MARKS = {"skip", "skipif", "xfail", "usefixtures", "parametrize", "filterwarnings"}
+# pytest-timeout's "timeout" bounds the in-VM test; on the host item it would bound the lane.
+_VM_SIDE_MARKS = {
+    "skip", "skipif", "xfail", "usefixtures", "parametrize", "filterwarnings", "timeout",
+}  # fmt: skip
 
 
 def configure(config: pytest.Config) -> None:
