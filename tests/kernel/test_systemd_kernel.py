@@ -3,9 +3,9 @@ slices are transient units carrying the limits, they survive a daemon-reload, an
 stops them and restores what it changed on existing units.
 
 Expected values follow the kubelet: kubepods memory = 600Mi − 150Mi kube − 150Mi system
-reserved; kubepods cpu.shares = MilliCPUToShares(2000) = 2048, which the kubelet's linear
-conversion makes weight 1 + (2048 − 2) · 9999 / 262142 = 79; an empty burstable tier has the
-minimum 2 shares = weight 1.
+reserved; kubepods cpu.shares = MilliCPUToShares(1000) = 1024 on this one-vCPU lane, which the
+kubelet's linear conversion makes weight 1 + (1024 − 2) · 9999 / 262142 = 39 (79 for 2048 on
+two vCPUs); an empty burstable tier has the minimum 2 shares = weight 1.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 from cgalloc.host.dbus import Systemd
 from cgalloc.host.systemd import SystemdError
-from kernel.test_setup_kernel import NODE, cgalloc, listing
+from kernel.test_setup_kernel import CPUS, NODE, cgalloc, listing
 from kernel.util import CGROUP_ROOT, read
 
 LANES = ("v2-systemd",)
@@ -34,6 +34,7 @@ SYSTEMD_NODE = [
     "/system.slice",
 ]
 KUBEPODS_MEMORY = str(300 << 20)
+KUBEPODS_WEIGHT = {1: "39", 2: "79"}[CPUS]
 RESERVED_MEMORY = str(150 << 20)
 UNITS = ("kubepods.slice", "kubepods-burstable.slice", "kubepods-besteffort.slice", "kube.slice")
 
@@ -80,7 +81,7 @@ def test_slices_are_transient_units_that_survive_reload_and_teardown(tmp_path):
         assert show("kubepods-burstable.slice", "Description") == "cgalloc: qos"
         assert show("kube.slice", "Description") == "cgalloc: kube-reserved"
         assert show("kubepods.slice", "MemoryMax") == KUBEPODS_MEMORY
-        assert show("kubepods.slice", "CPUWeight") == "79"
+        assert show("kubepods.slice", "CPUWeight") == KUBEPODS_WEIGHT
         assert show("kubepods-burstable.slice", "CPUWeight") == "1"
         assert show("kube.slice", "MemoryMax") == RESERVED_MEMORY
         # system.slice is systemd's own: not started, its MemoryMax set as a runtime property
@@ -88,7 +89,7 @@ def test_slices_are_transient_units_that_survive_reload_and_teardown(tmp_path):
         assert show("system.slice", "MemoryMax") == RESERVED_MEMORY
         expected = {
             "kubepods memory.max": KUBEPODS_MEMORY,
-            "kubepods cpu.weight": "79",
+            "kubepods cpu.weight": KUBEPODS_WEIGHT,
             "burstable cpu.weight": "1",
             "kube.slice memory.max": RESERVED_MEMORY,
             "system.slice memory.max": RESERVED_MEMORY,
