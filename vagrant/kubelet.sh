@@ -32,9 +32,7 @@ K_KUBE_RESERVED='{cpu: 200m, memory: 384Mi, pid: "1000"}'
 K_SYSTEM_RESERVED='{cpu: 200m, memory: 512Mi}'
 K_POD_PIDS=1024
 K_HUGEPAGES=16 # 2 MiB pages: the Guaranteed pod takes 4 MiB of them
-# The cost step's window (at the kubelet's cAdvisor housekeeping interval, 10 s) and rounds;
-# CGALLOC_KUBELET_COST=0 leaves the step out (CI: it gives no verdict and takes 3-4 minutes).
-K_COST=${CGALLOC_KUBELET_COST:-1}
+# The cost step's window (at the kubelet's cAdvisor housekeeping interval, 10 s) and rounds.
 K_COST_WINDOW=${CGALLOC_KUBELET_COST_WINDOW:-30}
 K_COST_ROUNDS=${CGALLOC_KUBELET_COST_ROUNDS:-3}
 
@@ -758,8 +756,7 @@ kubelet_config() {
 		k_del "${K_ENFORCE[@]}"
 		"${K_PY[@]}" pods "${K_ENFORCE[@]/#/--gone=}" --timeout 180 >/dev/null
 		kstep "$c" 9 "daemon-reload and a new pod slice leave the enforcement as set" k_step9
-		[[ $K_COST == 0 ]] ||
-			kstep "$c" 10 "cost: the kubelet's CPU beside cgalloc stats (no verdict)" k_step10
+		kstep "$c" 10 "cost: the kubelet's CPU beside cgalloc stats (no verdict)" k_step10
 	else
 		kstep "$c" 8 "clean exit: teardown leaves the node as before setup" k_step8
 		kstep "$c" reset "the lane removes the kubelet's leftovers for the next configuration" k_reset
