@@ -23,9 +23,11 @@ def test_ctrl_c_during_stats_watch_is_130_and_one_sentence(tmp_path):
     root, _ = fake_hierarchy(tmp_path, "v2")
     argv = ["stats", *CAP, "--cgroupfs", str(root), "--watch", "0.2", "-o", "json"]
     code = f"from cgalloc.cli import main; main({argv!r})"
+    # as from a terminal: a shell script's background job (CI's, say) would pass SIGINT ignored
     proc = subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
     try:
         assert proc.stdout is not None
         proc.stdout.readline()  # the first sample is out: the command is in its loop
@@ -61,16 +63,18 @@ def test_main_leaves_a_callers_own_handlers_and_ignored_signals_alone():
 def test_main_answers_ctrl_c_sigterm_and_sighup_over_their_defaults():
     from cgalloc.cli import _on_signal, _signals_as_errors
 
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # Python's own handlers as a terminal's process has them; this pytest may have been started
+    # with some ignored (a shell script's background job ignores SIGINT)
+    defaults = {signal.SIGINT: signal.default_int_handler,
+                signal.SIGTERM: signal.SIG_DFL, signal.SIGHUP: signal.SIG_DFL}  # fmt: skip
+    before = {signo: signal.signal(signo, handler) for signo, handler in defaults.items()}
     try:
         previous = _signals_as_errors()
-        assert previous == {signal.SIGINT: signal.default_int_handler,
-                            signal.SIGTERM: signal.SIG_DFL, signal.SIGHUP: signal.SIG_DFL}
+        assert previous == defaults
         assert all(signal.getsignal(s) is _on_signal for s in previous)
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        for signo, handler in before.items():
+            signal.signal(signo, handler)
 
 
 def test_a_late_signal_with_undo_kept_does_not_say_the_tree_is_as_planned():
