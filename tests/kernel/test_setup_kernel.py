@@ -24,7 +24,7 @@ from kernel.util import CGROUP_ROOT, is_v2, read, read_keyed
 V1_DIRS = ("cpu,cpuacct", "cpuset", "memory", "pids", "hugetlb", "systemd")
 # The VM stands for this node (tests/kernel/planned.py): setup refuses --capacity for real writes.
 # Its CPUs are the VM's own, since a cpuset may name only CPUs it has: two in the v2 and v1
-# lanes, which the values below assume; one in the systemd lane (tests/vm/qemu.py: LANE_CPUS).
+# lanes, one in the systemd lane (tests/vm/qemu.py: LANE_CPUS).
 CPUS = os.cpu_count() or 1
 CAPACITY = f"cpu={CPUS},memory=600Mi,pid=4096,ephemeral-storage=10Gi"
 PLANNED = [sys.executable, str(Path(__file__).with_name("planned.py")), CAPACITY, "--"]
