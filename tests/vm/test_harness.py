@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,19 @@ def test_run_prints_only_the_command_output() -> None:
 def test_every_lane_has_a_start_order() -> None:
     # a lane missing from START_ORDER would never be booted ahead, only when its item runs
     assert sorted(qemu.START_ORDER) == sorted(qemu.LANES)
+
+
+def test_lane_items_run_after_every_host_test() -> None:
+    # A lane's first item waits for its whole VM run: host tests collected after tests/kernel/
+    # would otherwise wait for it too, instead of running beside the VMs.
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "tests/kernel/test_kernel_basics.py", "tests/test_layers.py"],
+        cwd=root, capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    ids = [line for line in out if "::" in line]
+    lane = [i for i, n in enumerate(ids) if n.startswith("tests/kernel/")]
+    host = [i for i, n in enumerate(ids) if n.startswith("tests/test_layers.py")]
+    assert lane and host and max(host) < min(lane)
+    assert all(ids[i].endswith(("[vm-v2]", "[vm-v1]")) for i in lane)
