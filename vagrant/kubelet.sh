@@ -119,8 +119,10 @@ EOF
 }
 
 # k_pod NAME N [RESOURCES_YAML] [COMMAND_JSON] [INIT_YAML] [RESTART]: a static pod manifest.
+# The default command waits and exits on SIGTERM (pause.c): `sleep` as a container's PID 1
+# ignores it, and every stop of such a pod (the reboot's shutdown too) waited for the timeout.
 k_pod() {
-	local name=$1 n=$2 res=${3:-'{}'} cmd=${4:-'["sleep", "1000000"]'} init=${5:-} restart=${6:-Always}
+	local name=$1 n=$2 res=${3:-'{}'} cmd=${4:-'["/bin/tool"]'} init=${5:-} restart=${6:-Always}
 	cat <<EOF
 apiVersion: v1
 kind: Pod

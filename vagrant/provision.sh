@@ -174,24 +174,40 @@ install_cgalloc() {
 			python3-venv python3-dev gcc libc6-dev cgroup-tools || return 1
 	fi
 	[[ -x $venv/bin/python ]] || python3 -m venv "$venv" || return 1
-	# The boot unit runs this editable install as root, and install-unit refuses code another
-	# user could change: the rsync'd checkout is the vagrant user's (rsync__chown), so root's.
+	# The boot unit runs this install as root, and install-unit refuses code another user could
+	# change: the rsync'd checkout (an editable install's code) is the vagrant user's, so root's.
 	chown -R root:root "$src" && chmod -R go-w "$src" || return 1
-	local wheels=()
+	local wheels=() carried="" installed=0
 	if [[ -d $src/vagrant/wheelhouse ]]; then
 		wheels=(--no-index --find-links "$src/vagrant/wheelhouse")
+		carried=$(ls "$src"/vagrant/wheelhouse/cgalloc-*.whl 2>/dev/null | head -n1)
+	fi
+	# A cgalloc wheel built where the checkout came from (CI's lane): installed as it is, unless
+	# the benchmarks run (they need the editable install below) or its C core does not load
+	# here (built against another C library).
+	if [[ $bench_mode == none && -n $carried ]]; then
+		echo "installing ${carried##*/}, built on the host"
+		if "$venv/bin/pip" install -q --no-compile "${wheels[@]}" "$carried" &&
+			"$venv/bin/python" -c 'import sys, cgalloc.host.core as c; sys.exit(c.IMPLEMENTATION != "native")'; then
+			installed=1
+		else
+			echo "its C core does not load here: building from the checkout instead"
+			"$venv/bin/pip" uninstall -q -y cgalloc
+		fi
 	fi
 	# Editable: the benchmarks run from the checkout and must import the built C core. Only
 	# what the node and the bench need (not the linters), and no byte-compiling of every
 	# dependency up front: under software emulation each costs minutes. The build
 	# requirements go into the venv once (the CI box has them, and every dependency, already)
 	# instead of into a fresh isolated build environment: minutes more under emulation.
-	local build_reqs
-	mapfile -t build_reqs < <(python3 -c 'import sys, tomllib
+	if [[ $installed == 0 ]]; then
+		local build_reqs
+		mapfile -t build_reqs < <(python3 -c 'import sys, tomllib
 print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["build-system"]["requires"]))' "$src/pyproject.toml")
-	"$venv/bin/pip" install -q --no-compile "${wheels[@]}" "${build_reqs[@]}" &&
-		"$venv/bin/pip" install -q --no-compile --no-build-isolation "${wheels[@]}" -e "$src" \
-			pytest pytest-benchmark || return 1
+		"$venv/bin/pip" install -q --no-compile "${wheels[@]}" "${build_reqs[@]}" &&
+			"$venv/bin/pip" install -q --no-compile --no-build-isolation "${wheels[@]}" -e "$src" \
+				pytest pytest-benchmark || return 1
+	fi
 	ln -sf "$venv/bin/cgalloc" /usr/local/bin/cgalloc
 	# The C core must have been built: the pure-Python fallback would skew every benchmark.
 	"$venv/bin/python" -c 'import sys, cgalloc.host.core as c; print(c.IMPLEMENTATION); sys.exit(c.IMPLEMENTATION != "native")'
