@@ -120,7 +120,7 @@ EOF
 
 # k_pod NAME N [RESOURCES_YAML] [COMMAND_JSON] [INIT_YAML] [RESTART]: a static pod manifest.
 # The default command waits and exits on SIGTERM (pause.c): `sleep` as a container's PID 1
-# ignores it, and every stop of such a pod (the reboot's shutdown too) waited for the timeout.
+# ignores it, so a stop waits for the pod's grace period, the reboot's shutdown for systemd's.
 k_pod() {
 	local name=$1 n=$2 res=${3:-'{}'} cmd=${4:-'["/bin/tool"]'} init=${5:-} restart=${6:-Always}
 	cat <<EOF

@@ -166,6 +166,12 @@ hierarchy() {
 	esac
 }
 
+# The installed cgalloc loads its C core ("native", printed): the pure-Python fallback would
+# skew every benchmark.
+core_native() {
+	"$venv/bin/python" -c 'import sys, cgalloc.host.core as c; print(c.IMPLEMENTATION); sys.exit(c.IMPLEMENTATION != "native")'
+}
+
 install_cgalloc() {
 	export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
 	# A laptop box (debian/bookworm64) lacks the build tools; the CI box has them and no network.
@@ -187,8 +193,7 @@ install_cgalloc() {
 	# here (built against another C library).
 	if [[ $bench_mode == none && -n $carried ]]; then
 		echo "installing ${carried##*/}, built on the host"
-		if "$venv/bin/pip" install -q --no-compile "${wheels[@]}" "$carried" &&
-			"$venv/bin/python" -c 'import sys, cgalloc.host.core as c; sys.exit(c.IMPLEMENTATION != "native")'; then
+		if "$venv/bin/pip" install -q --no-compile "${wheels[@]}" "$carried" && core_native; then
 			installed=1
 		else
 			echo "its C core does not load here: building from the checkout instead"
@@ -207,10 +212,9 @@ print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["build-system"]["requires"
 		"$venv/bin/pip" install -q --no-compile "${wheels[@]}" "${build_reqs[@]}" &&
 			"$venv/bin/pip" install -q --no-compile --no-build-isolation "${wheels[@]}" -e "$src" \
 				pytest pytest-benchmark || return 1
+		core_native || return 1
 	fi
 	ln -sf "$venv/bin/cgalloc" /usr/local/bin/cgalloc
-	# The C core must have been built: the pure-Python fallback would skew every benchmark.
-	"$venv/bin/python" -c 'import sys, cgalloc.host.core as c; print(c.IMPLEMENTATION); sys.exit(c.IMPLEMENTATION != "native")'
 }
 
 # A path's directory for a controller: on v1 one hierarchy per controller, on v2 the one tree.
