@@ -302,3 +302,39 @@ def test_summary_comparison_and_its_tolerances():
     assert ksteps.compare_summary(newer, same, cpus=2)[1] == 0
     ahead = _summary(50 << 20, 10**9 + 25 * 10**9, "2026-11-28T10:00:10Z", **full)
     assert ksteps.compare_summary(kubelet, ahead, cpus=2)[1] >= 1
+
+
+def _role(ok: bool) -> dict:
+    run = {"name": "apply", "seconds": 90, "rc": 0, "recap": {"changed": 4, "failed": 0},
+           "changedTasks": ["Install cgalloc"]}  # fmt: skip
+    steps = [
+        {"step": "ansible role: run 'apply' succeeded", "ok": True, "rc": 0, "seconds": 0.0,
+         "detail": ""},
+        {"step": "ansible role: cgalloc verify exits 0", "ok": ok, "rc": 0 if ok else 1,
+         "seconds": 0.0, "detail": "" if ok else "drift: kube.slice memory.max"},
+    ]  # fmt: skip
+    return {"host": "v2", "seconds": 240, "runs": [run], "steps": steps}
+
+
+def test_the_roles_checks_join_the_machines_steps_and_a_failed_one_fails_it(tmp_path):
+    _raw(tmp_path, "v2", failed_step=False)
+    _raw(tmp_path, "v1", failed_step=False)
+    (tmp_path / "raw/v2/role.json").write_text(json.dumps(_role(ok=False)))
+    (tmp_path / "raw/v1/role.json").write_text(json.dumps(_role(ok=True)))
+    rc = results.main([str(tmp_path / "raw"), str(tmp_path / "out"), "v2", "v1"])
+    assert rc == 1
+    v2 = json.loads((tmp_path / "out/v2.json").read_text())
+    v1 = json.loads((tmp_path / "out/v1.json").read_text())
+    assert (v2["status"], v2["passed"], v2["failed"]) == ("failed", 2, 1)
+    assert (v1["status"], v1["passed"], v1["failed"]) == ("passed", 3, 0)
+    md = (tmp_path / "out/results.md").read_text()
+    assert "The Ansible role (deploy/ansible) against v2, over SSH from the host (240 s):" in md
+    assert "| apply | 90 | 0 | 4 | Install cgalloc |" in md
+    assert "| cgalloc verify exits 0 | FAILED |" in md
+    assert "**v2 failed at `ansible role: cgalloc verify exits 0`** (exit 1):" in md
+
+
+def test_a_machine_without_a_role_run_has_no_role_section(tmp_path):
+    _raw(tmp_path, "v2", failed_step=False)
+    assert results.main([str(tmp_path / "raw"), str(tmp_path / "out"), "v2"]) == 0
+    assert "Ansible role" not in (tmp_path / "out/results.md").read_text()

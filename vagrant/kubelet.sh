@@ -390,7 +390,11 @@ k_step2() {
 		local daemons=()
 		[[ $K_DRIVER == systemd ]] && daemons=(--daemons kubelet,containerd)
 		rm -f /etc/cgalloc/setup.conf # an earlier run's (install-unit keeps an existing one)
-		cgalloc install-unit "${daemons[@]}" -- "${K_CG_ARGS[@]}" || return 1
+		if [[ $(hierarchy) == v1 ]]; then
+			k_image_install "${daemons[@]}" -- "${K_CG_ARGS[@]}" || return 1
+		else
+			cgalloc install-unit "${daemons[@]}" -- "${K_CG_ARGS[@]}" || return 1
+		fi
 		systemctl daemon-reload
 	fi
 	echo "\$ cgalloc setup ${K_CG_ARGS[*]}"
@@ -414,6 +418,18 @@ k_step2() {
 	local pid
 	pid=$(systemctl show -p MainPID --value kubelet.service)
 	echo "kubelet (pid $pid) in $(grep -m1 -E '^0::|name=systemd' "/proc/$pid/cgroup" | cut -d: -f3)"
+}
+
+# The v1 guest's boot unit as an image build writes it: install-unit below a root that is not
+# its own (the guest's root bound at a mount point, as a chroot build's target), so it tells no
+# systemd; the reboot (step 7) is then the first boot of a root with those files.
+k_image_install() {
+	local image=/mnt/cgalloc-image rc=0
+	mkdir -p "$image" && mount --bind / "$image" || return 1
+	echo "\$ cgalloc install-unit --root $image $*"
+	cgalloc install-unit --root "$image" "$@" || rc=1
+	umount "$image" && rmdir "$image" || rc=1
+	return $rc
 }
 
 k_memfile() { [[ $(hierarchy) == v2 ]] && echo memory.max || echo memory.limit_in_bytes; }

@@ -8,7 +8,8 @@ bench.json (pytest-benchmark's --benchmark-json), bench.txt (the bench's printed
 bench-read.md / bench-setup.md, bench-cut.txt (suites the CI bound cut or shrank),
 bench-failed.txt (the rows and runs that failed), and the real kubelet's: kubelet-version,
 kubelet-sha256, kubelet-cgalloc-flags and kubelet/<configuration>/ (each step's evidence, copied
-to OUT_DIR/kubelet/<machine>/<configuration>/).
+to OUT_DIR/kubelet/<machine>/<configuration>/). role.json, when there, is the Ansible role's run
+against the machine from the host (vagrant/role.py): its checks join the machine's steps.
 Runs on the host with the standard library only.
 """
 
@@ -26,6 +27,8 @@ TABLES_START = re.compile(r"^=+ (cgroup read cost|setup of a tree)")
 KUBELET_STEP = re.compile(r"^kubelet/(\S+) (\S+): (.*)$")
 # The step whose output holds the boot unit's and the daemons' start times.
 ORDER_ID = "7a"
+# The role's checks (vagrant/role.py) among a machine's steps.
+ROLE_PREFIX = "ansible role: "
 # Evidence files larger than this stay in raw/ only.
 EVIDENCE_MAX = 256 * 1024
 TABLES_END = re.compile(r"^(=+ )?(short test summary|\d+ (passed|failed|skipped|deselected))")
@@ -86,7 +89,47 @@ def machine_result(raw: Path) -> dict:
         "sha256": _text(raw / "kubelet-sha256").strip(),
         "cgalloc_flags": _text(raw / "kubelet-cgalloc-flags").split(),
     }
+    add_role(doc, raw / "role.json")
     return doc
+
+
+def add_role(doc: dict, path: Path) -> None:
+    """The role's checks as the machine's steps (a failed one fails the machine), its runs kept."""
+    try:
+        role = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    doc["role"] = {"seconds": role.get("seconds"), "runs": role.get("runs", [])}
+    for step in role.get("steps", []):
+        doc["steps"].append(step)
+        doc["passed" if step["ok"] else "failed"] += 1
+        if not step["ok"]:
+            doc["status"] = "failed"
+
+
+def role_lines(results: dict[str, dict]) -> list[str]:
+    """Each machine's role run: the four ansible-playbook runs, then each check."""
+    lines = []
+    for m, r in results.items():
+        role = r.get("role")
+        if not role:
+            continue
+        lines += ["", f"The Ansible role (deploy/ansible) against {m}, over SSH from the host"
+                  f" ({role['seconds']} s):", ""]  # fmt: skip
+        lines += [
+            "| run | seconds | exit | changed | tasks reported changed |",
+            "|---|---|---|---|---|",
+        ]
+        for run in role["runs"]:
+            changed = ", ".join(run["changedTasks"]) or "-"
+            lines.append(f"| {run['name']} | {run['seconds']} | {run['rc']} | "
+                         f"{run['recap'].get('changed', '-')} | {changed} |")  # fmt: skip
+        lines += ["", "| check | verdict |", "|---|---|"]
+        for s in r["steps"]:
+            if s["step"].startswith(ROLE_PREFIX):
+                verdict = "ok" if s["ok"] else "FAILED"
+                lines.append(f"| {s['step'].removeprefix(ROLE_PREFIX)} | {verdict} |")
+    return lines
 
 
 def kubelet_steps(doc: dict) -> list[tuple[str, str, str, dict]]:
@@ -242,6 +285,7 @@ def markdown(results: dict[str, dict]) -> str:
         lines += ["", head, "```", s["detail"], "```"]
     lines += reboot_lines(results)
     lines += kubelet_lines(results)
+    lines += role_lines(results)
     best: dict[str, dict[str, float]] = {}
     for m, r in results.items():
         for row in r["bench"]:
