@@ -108,7 +108,7 @@ def add_role(doc: dict, path: Path) -> None:
 
 
 def role_lines(results: dict[str, dict]) -> list[str]:
-    """Each machine's role run: the four ansible-playbook runs, then each check."""
+    """Each machine's role run: the ansible-playbook runs, then each check."""
     lines = []
     for m, r in results.items():
         role = r.get("role")

@@ -1,5 +1,5 @@
 """The Ansible role (deploy/ansible/roles/cgalloc): its syntax and variables on the host, and
-the role run with ansible-core against a v2-systemd qemu VM itself (``-c local``), four times
+the role run with ansible-core against a v2-systemd qemu VM itself (``-c local``), three times
 with the checks of role_runs.py. CI runs those runs and checks against a Vagrant guest over
 SSH instead (vagrant/role.py, in .ci/vagrant-lane); this qemu run is opt-in
 (``CGALLOC_ROLE_VM=1``) for a machine without Vagrant: its controller runs under emulation too,
@@ -28,7 +28,7 @@ import role_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "deploy/ansible/roles/cgalloc"
-SITE = ROOT / "deploy/ansible/site.yml"
+SITE = role_runs.SITE
 PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
 needs_ansible = pytest.mark.skipif(
     not PLAYBOOK.exists(), reason="ansible-core is not installed (the test extra has it)"
