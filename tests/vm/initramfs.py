@@ -8,6 +8,7 @@ import io
 import lzma
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from .prereqs import Prereqs
@@ -105,7 +106,9 @@ def cached_initramfs(p: Prereqs, directory: Path | None = None) -> Path:
     path = directory / f"initramfs-{cache_key(p)}.cpio"
     if not path.is_file():
         directory.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_bytes(build(p))
+        # a name of its own: the lanes' threads (and other runs) may build it at the same time
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(build(p))
         os.replace(tmp, path)  # concurrent runs never see a half-written image
     return path

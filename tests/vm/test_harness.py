@@ -6,11 +6,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-from vm import qemu
+from vm import initramfs, qemu
 from vm.initramfs import NewcArchive
 from vm.plugin import _headline, lane_item_name
 from vm.prereqs import MissingPrerequisite, is_static_elf, module_load_order
@@ -161,3 +162,34 @@ def test_lane_items_run_after_every_host_test() -> None:
     host = [i for i, n in enumerate(ids) if n.startswith("tests/test_layers.py")]
     assert lane and host and max(host) < min(lane)
     assert all(ids[i].endswith(("[vm-v2]", "[vm-v1]")) for i in lane)
+
+
+def test_lanes_building_the_initramfs_at_once_all_get_it(tmp_path: Path, monkeypatch) -> None:
+    """The lanes boot from threads of one process, each building the missing initramfs: on
+    a fresh machine all three built it at once, into one temporary name, and two lanes failed
+    renaming a file the first had already moved."""
+    together = threading.Barrier(3)
+
+    def build(_p) -> bytes:
+        together.wait(10)  # every thread inside the build before any finishes
+        return b"image"
+
+    monkeypatch.setattr(initramfs, "build", build)
+    monkeypatch.setattr(initramfs, "cache_key", lambda _p: "key")
+    got, errors = [], []
+
+    def lane() -> None:
+        try:
+            got.append(initramfs.cached_initramfs(None, tmp_path))
+        except Exception as exc:  # whatever a lane would raise
+            errors.append(exc)
+
+    threads = [threading.Thread(target=lane) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert got == [tmp_path / "initramfs-key.cpio"] * 3
+    assert [p.name for p in tmp_path.iterdir()] == ["initramfs-key.cpio"]
+    assert (tmp_path / "initramfs-key.cpio").read_bytes() == b"image"
