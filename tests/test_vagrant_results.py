@@ -338,3 +338,21 @@ def test_a_machine_without_a_role_run_has_no_role_section(tmp_path):
     _raw(tmp_path, "v2", failed_step=False)
     assert results.main([str(tmp_path / "raw"), str(tmp_path / "out"), "v2"]) == 0
     assert "Ansible role" not in (tmp_path / "out/results.md").read_text()
+
+
+def test_scrape_costs_are_ratios_of_the_median_cpu_per_scrape():
+    """vagrant/kubelet/steps.py step 10: the exporter's CPU per scrape against each of the
+    kubelet's endpoints is the ratio of the medians; the idle ratio, of the window's CPU."""
+    scrapes = {
+        "/metrics/cadvisor": [(0.5, 0.20, 900), (0.4, 0.10, 900), (0.6, 0.30, 901)],
+        "/metrics/resource": [(0.1, 0.02, 40), (0.1, 0.05, 40), (0.1, 0.04, 40)],
+        "exporter": [(0.2, 0.06, 300), (0.2, 0.02, 300), (0.2, 0.04, 300)],
+    }
+    doc: dict = {}
+    lines = ksteps._scrape_costs(doc, scrapes, 3.0, 0.3, 30.0)
+    assert doc["exporter_scrape_cpu_ratio /metrics/cadvisor"] == 0.2  # 0.04 / 0.20
+    assert doc["exporter_scrape_cpu_ratio /metrics/resource"] == 1.0  # 0.04 / 0.04
+    assert doc["exporter_idle_vs_kubelet_ratio"] == 0.1
+    assert doc["scrape /metrics/cadvisor"]["series"] == 901
+    assert "  /metrics/cadvisor: 500 ms wall, 200 ms of the kubelet's CPU, 901 series" in lines
+    assert ksteps._scrape_costs({}, {}, 3.0, 0.3, 30.0) == []

@@ -639,12 +639,23 @@ k_v2_systemd() {
 	return 0
 }
 
-# 10: the cost beside the kubelet's (emulated CPU: reported, no verdict).
+# 10: the cost beside the kubelet's (emulated CPU: reported, no verdict): stats against
+# /stats/summary, and the exporter's scrapes against the kubelet's /metrics/cadvisor and
+# /metrics/resource for the same pods.
 k_step10() {
-	local pid
+	local pid epid rc
 	pid=$(systemctl show -p MainPID --value kubelet.service)
+	cgalloc exporter "${K_CG_ARGS[@]}" --listen 127.0.0.1:9847 2>"$work/exporter.err" &
+	epid=$!
 	"${K_PY[@]}" cost "$K_EVID/$K_CFG/cost.json" --kubelet-pid "$pid" --window "$K_COST_WINDOW" \
-		--interval 10 --rounds "$K_COST_ROUNDS" -- cgalloc stats "${K_CG_ARGS[@]}" -o json
+		--interval 10 --rounds "$K_COST_ROUNDS" --exporter http://127.0.0.1:9847/metrics \
+		--exporter-pid "$epid" -- cgalloc stats "${K_CG_ARGS[@]}" -o json
+	rc=$?
+	kill "$epid"
+	wait "$epid"
+	echo "exporter: exit $? after SIGTERM; its stderr:"
+	cat "$work/exporter.err"
+	return "$rc"
 }
 
 # 8: with the kubelet and containerd stopped, teardown leaves the node as before setup; what
@@ -777,7 +788,7 @@ kubelet_config() {
 		k_del "${K_ENFORCE[@]}"
 		"${K_PY[@]}" pods "${K_ENFORCE[@]/#/--gone=}" --timeout 180 >/dev/null
 		kstep "$c" 9 "daemon-reload and a new pod slice leave the enforcement as set" k_step9
-		kstep "$c" 10 "cost: the kubelet's CPU beside cgalloc stats (no verdict)" k_step10
+		kstep "$c" 10 "cost: the kubelet's CPU and scrapes beside cgalloc stats and exporter (no verdict)" k_step10
 	else
 		kstep "$c" 8 "clean exit: teardown leaves the node as before setup" k_step8
 		kstep "$c" reset "the lane removes the kubelet's leftovers for the next configuration" k_reset

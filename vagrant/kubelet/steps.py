@@ -5,9 +5,11 @@
     steps.py compare-pods SHOW.json v1|v2 [--cgroupfs DIR]
     steps.py summary-vs-stats OUT_DIR -- CGALLOC_STATS_COMMAND...
     steps.py compare-summary SUMMARY.json STATS.json
-    steps.py cost OUT.json --window S --rounds N -- CGALLOC_STATS_COMMAND...
+    steps.py cost OUT.json --window S --rounds N [--exporter URL --exporter-pid PID] \
+        -- CGALLOC_STATS_COMMAND...
 
-The kubelet's view comes from its read-only port (10255 on loopback): /pods, /stats/summary.
+The kubelet's view comes from its read-only port (10255 on loopback): /pods, /stats/summary,
+/metrics/cadvisor and /metrics/resource.
 Every command prints its evidence and exits 1 when the kubelet and cgalloc disagree.
 """
 
@@ -485,18 +487,64 @@ def _median(xs: list[float]) -> float:
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
+def _scrape(url: str, pid: int, background: float) -> tuple[float, float, int]:
+    """(wall s, CPU s of the serving process ``pid`` beyond its ``background`` rate, series)
+    of one GET of a Prometheus endpoint."""
+    c0, t0 = _proc_cpu(pid), time.monotonic()
+    with urllib.request.urlopen(url, timeout=180) as r:
+        body = r.read()
+    dt = time.monotonic() - t0
+    series = sum(1 for ln in body.splitlines() if ln and not ln.startswith(b"#"))
+    return dt, max(_proc_cpu(pid) - c0 - background * dt, 0.0), series
+
+
+def _wait_up(url: str, timeout: float) -> None:
+    """Until ``url`` answers (the exporter's first imports take seconds under emulation)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=30) as r:
+                r.read()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
+# The kubelet's own Prometheus endpoints for the same pods (its read-only port serves both).
+KUBELET_METRICS = ("/metrics/cadvisor", "/metrics/resource")
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 3) if b > 0 else None
+
+
 def cost(
-    out: str, kubelet_pid: int, window: int, interval: int, rounds: int, command: list[str]
+    out: str,
+    kubelet_pid: int,
+    window: int,
+    interval: int,
+    rounds: int,
+    command: list[str],
+    exporter: str | None = None,
+    exporter_pid: int | None = None,
 ) -> int:
     """The kubelet's CPU over ``window`` seconds beside `cgalloc stats --watch interval` over
-    the same window, then ``rounds`` interleaved pairs of one /stats/summary request and one
-    `cgalloc stats -o json`. Ratios, reported with no verdict (emulated CPU)."""
+    the same window (and `cgalloc exporter`'s, unscraped, when given), then ``rounds``
+    interleaved rounds of one /stats/summary request and one `cgalloc stats -o json`, and
+    with the exporter one scrape each of /metrics/cadvisor, /metrics/resource and the
+    exporter's /metrics. Ratios, reported with no verdict (emulated CPU)."""
     pods = len(json.loads(get("/pods")).get("items") or [])
     count = window // interval + 1  # samples: the first at 0, then one every interval
     watch = [*command, "--watch", str(interval), "--count", str(count)]
+    if exporter:
+        _wait_up(exporter, 300)
     k0 = _proc_cpu(kubelet_pid)
+    e0 = _proc_cpu(exporter_pid) if exporter_pid else 0.0
     wall, cg_cpu, rc = _run_measured(watch)
     k1 = _proc_cpu(kubelet_pid)
+    e1 = _proc_cpu(exporter_pid) if exporter_pid else 0.0
     kubelet_window = k1 - k0
     doc: dict[str, object] = {
         "pods": pods,
@@ -508,8 +556,14 @@ def cost(
         "watch_ratio": round(cg_cpu / kubelet_window, 3) if kubelet_window else None,
     }
     background = kubelet_window / wall if wall else 0.0  # the kubelet's CPU per second anyway
+    e_background = (e1 - e0) / wall if wall else 0.0
     req_wall, req_cpu, one_wall, one_cpu = [], [], [], []
+    scrapes: dict[str, list[tuple[float, float, int]]] = {}
     for _ in range(rounds):
+        if exporter and exporter_pid:
+            for path in KUBELET_METRICS:
+                scrapes.setdefault(path, []).append(_scrape(PORT + path, kubelet_pid, background))
+            scrapes.setdefault("exporter", []).append(_scrape(exporter, exporter_pid, e_background))
         c0, t0 = _proc_cpu(kubelet_pid), time.monotonic()
         get("/stats/summary")
         dt = time.monotonic() - t0
@@ -531,6 +585,7 @@ def cost(
     mk, mc = _median(req_cpu), _median(one_cpu)
     doc["one_read_wall_ratio"] = round(_median(one_wall) / _median(req_wall), 2)
     doc["one_read_cpu_ratio"] = round(mc / mk, 2) if mk > 0 else None
+    lines = _scrape_costs(doc, scrapes, kubelet_window, e1 - e0, wall)
     Path(out).write_text(json.dumps(doc, indent=1) + "\n")
     print(
         f"{pods} pods; over {wall:.1f} s the kubelet used {kubelet_window:.2f} s of CPU, "
@@ -545,7 +600,50 @@ def cost(
         f"ratios wall {doc['one_read_wall_ratio']}, CPU {doc['one_read_cpu_ratio']} "
         "(emulated CPU: reported, no verdict)"
     )
+    print("\n".join(lines))
     return 1 if rc else 0
+
+
+def _scrape_costs(
+    doc: dict[str, object],
+    scrapes: dict[str, list[tuple[float, float, int]]],
+    kubelet_window: float,
+    exporter_window: float,
+    wall: float,
+) -> list[str]:
+    """The scrape rounds into ``doc`` and the lines that report them: each endpoint's median
+    wall, CPU and series, and the exporter's CPU per scrape against each kubelet endpoint's."""
+    if not scrapes:
+        return []
+    lines = [f"Prometheus scrapes, medians of {len(scrapes['exporter'])} interleaved rounds:"]
+    med: dict[str, float] = {}
+    for name, runs in scrapes.items():
+        walls, cpus, series = zip(*runs, strict=True)
+        med[name] = _median(list(cpus))
+        doc[f"scrape {name}"] = {
+            "wall_s": [round(x, 4) for x in walls],
+            "cpu_s": [round(x, 4) for x in cpus],
+            "series": series[-1],
+        }
+        who = "the exporter's" if name == "exporter" else "the kubelet's"
+        lines.append(
+            f"  {name}: {_median(list(walls)) * 1000:.0f} ms wall, {med[name] * 1000:.0f} ms of "
+            f"{who} CPU, {series[-1]} series"
+        )
+    for path in KUBELET_METRICS:
+        doc[f"exporter_scrape_cpu_ratio {path}"] = _ratio(med["exporter"], med[path])
+        lines.append(
+            f"  CPU per scrape, the exporter's / the kubelet's {path}: "
+            f"{doc[f'exporter_scrape_cpu_ratio {path}']}"
+        )
+    doc["exporter_idle_cpu_s"] = round(exporter_window, 3)
+    doc["exporter_idle_vs_kubelet_ratio"] = _ratio(exporter_window, kubelet_window)
+    lines.append(
+        f"  steady, unscraped, over the same {wall:.1f} s: the exporter used "
+        f"{exporter_window:.2f} s of CPU, the kubelet (its housekeeping) {kubelet_window:.2f} s: "
+        f"ratio {doc['exporter_idle_vs_kubelet_ratio']}"
+    )
+    return lines
 
 
 def main(argv: list[str]) -> int:
@@ -580,6 +678,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--window", type=int, default=60)
     p.add_argument("--interval", type=int, default=10)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--exporter", help="the exporter's /metrics URL")
+    p.add_argument("--exporter-pid", type=int)
     a = ap.parse_args(argv)
     if a.cmd == "image":
         image(a.out, a.tag, a.entry, a.file, a.link)
@@ -599,7 +699,9 @@ def main(argv: list[str]) -> int:
         )
         print("\n".join(lines))
         return 1 if bad else 0
-    return cost(a.out, a.kubelet_pid, a.window, a.interval, a.rounds, command)
+    return cost(
+        a.out, a.kubelet_pid, a.window, a.interval, a.rounds, command, a.exporter, a.exporter_pid
+    )
 
 
 if __name__ == "__main__":
