@@ -59,9 +59,11 @@ def test_unknown_shell_is_a_usage_error():
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_root_offers_install_and_show_completion():
-    # typer finds the shell among the parent processes: run it from bash
+    # typer finds the shell among the parent processes: run it from bash, which must stay
+    # its parent (bash -c execs a lone command in its place; a run with no shell above it,
+    # such as a detached one, then found none)
     done = subprocess.run(
-        ["bash", "-c", f"{sys.executable} -m cgalloc --show-completion"],
+        ["bash", "-c", f"{sys.executable} -m cgalloc --show-completion; exit $?"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0 and "_CGALLOC_COMPLETE=complete_bash" in done.stdout
