@@ -538,7 +538,7 @@ def cost(
     pods = len(json.loads(get("/pods")).get("items") or [])
     count = window // interval + 1  # samples: the first at 0, then one every interval
     watch = [*command, "--watch", str(interval), "--count", str(count)]
-    if exporter:
+    if exporter and exporter_pid:
         _wait_up(exporter, 300)
     k0 = _proc_cpu(kubelet_pid)
     e0 = _proc_cpu(exporter_pid) if exporter_pid else 0.0
@@ -553,7 +553,7 @@ def cost(
         "kubelet_cpu_s": round(kubelet_window, 3),
         "cgalloc_watch_cpu_s": round(cg_cpu, 3),
         "cgalloc_watch_exit": rc,
-        "watch_ratio": round(cg_cpu / kubelet_window, 3) if kubelet_window else None,
+        "watch_ratio": _ratio(cg_cpu, kubelet_window),
     }
     background = kubelet_window / wall if wall else 0.0  # the kubelet's CPU per second anyway
     e_background = (e1 - e0) / wall if wall else 0.0
@@ -681,6 +681,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--exporter", help="the exporter's /metrics URL")
     p.add_argument("--exporter-pid", type=int)
     a = ap.parse_args(argv)
+    if a.cmd == "cost" and (a.exporter is None) != (a.exporter_pid is None):
+        ap.error("cost: --exporter and --exporter-pid go together")
     if a.cmd == "image":
         image(a.out, a.tag, a.entry, a.file, a.link)
         return 0
