@@ -9,6 +9,7 @@ from statstree import make_v2
 
 from cgalloc.cli import exporter as exporter_cli
 from cgalloc.cli.inputs import node_inputs_from
+from cgalloc.ops import history
 from cgalloc.ops.history import HistorySample, Point
 
 PSI = "some avg10={a:.2f} avg60=1.00 avg300=0.50 total={s}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total={f}\n"  # noqa: E501
@@ -119,3 +120,12 @@ def window(n: int = 181, step: float = 10.0, **over) -> list[HistorySample]:
         out.append(HistorySample(1_800_000_000 + i * step, cg, 8 * GI, 8 * GI - GI - 500 * MI,
                                  over.get("tasks")))  # fmt: skip
     return out
+
+
+def write_history(path, samples, max_samples=history.DEFAULT_MAX_SAMPLES) -> None:
+    """A history file as `cgalloc record` writes it: the header, then ``samples``."""
+    head = history.header({"kube-reserved": "/kube.slice"}, 10, "node-a")
+    w = history.Writer(str(path), head, max_samples)
+    for s in samples:
+        w.append(s)
+    w.close()

@@ -6,6 +6,10 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+from clirun import run_cli
+from exportertree import MI, window, write_history
+
 SCRIPT = Path(__file__).resolve().parent.parent / "vagrant" / "results.py"
 spec = importlib.util.spec_from_file_location("vagrant_results", SCRIPT)
 results = importlib.util.module_from_spec(spec)
@@ -356,3 +360,35 @@ def test_scrape_costs_are_ratios_of_the_median_cpu_per_scrape():
     assert doc["scrape /metrics/cadvisor"]["series"] == 901
     assert "  /metrics/cadvisor: 500 ms wall, 200 ms of the kubelet's CPU, 901 series" in lines
     assert ksteps._scrape_costs({}, {}, 3.0, 0.3, 30.0) == []
+
+
+def test_recommend_covers_checks_the_recommendation_against_the_window(tmp_path, capsys):
+    """vagrant/kubelet/steps.py recommend-covers (the kubelet step 12) on what the real
+    `cgalloc recommend -o json` gives for the worked example's window (docs/recommend.md): kube
+    working set peak 200 MiB over 30 minutes."""
+    path = tmp_path / "h.jsonl"
+    write_history(path, window())
+    code, out, err = run_cli(
+        capsys, "recommend", "--history", str(path), "--capacity", "cpu=4,memory=16Gi", "-o", "json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    lines, bad = ksteps.recommend_covers(doc, 150 * MI, 160 * MI)
+    assert bad == 0, lines
+    assert "ok: kubeReserved memory 200Mi = 209715200 >= the largest working set seen" in lines[1]
+    # a load bigger than the recorder saw, or than the kernel's high-water mark
+    lines, bad = ksteps.recommend_covers(doc, 250 * MI, 300 * MI)
+    assert bad == 1 and lines[-3].startswith("NOT: the recorder saw the load")
+    _, bad = ksteps.recommend_covers(doc, 150 * MI, 100 * MI)
+    assert bad == 1
+    # a recommendation below the peak, a window shorter than asked
+    low = json.loads(out)
+    low["recommendation"]["kubeReserved"]["memory"] = "199Mi"
+    low["recommendation"]["systemReserved"]["cpu"] = "40m"  # p99 is 0.05 core
+    lines, bad = ksteps.recommend_covers(low, 150 * MI, 160 * MI, min_seconds=3600)
+    assert bad == 3, lines
+    assert [x.split(":")[0] for x in lines].count("NOT") == 3
+    assert lines[6].startswith("NOT: systemReserved cpu 40m >= 0.050 cores"), lines
+    assert ksteps.cores("360m") == 0.36 and ksteps.cores("2") == 2
+    with pytest.raises(ValueError):
+        ksteps.cores("1.5")

@@ -658,6 +658,72 @@ k_step10() {
 	return "$rc"
 }
 
+# 11-12: `cgalloc record` samples the node for 5m10s (just past 5m, the shortest window recommend
+# accepts) beside steps 6-9, with a load this step makes in kube-reserved; then `cgalloc
+# recommend` on that window must cover the peaks it recorded, the vendors' formulas beside it.
+# The recorder has ended before step 10 measures CPU.
+K_REC_MIB=64
+K_REC_LOAD='import os, sys, time
+for path in sys.argv[2:]:
+    with open(path, "w") as f:
+        f.write(str(os.getpid()))
+held = []
+for _ in range(int(sys.argv[1])):
+    b = bytearray(1 << 20)
+    for i in range(0, len(b), 4096):
+        b[i] = 1
+    held.append(b)
+    time.sleep(0.1)
+time.sleep(20)
+print(f"the load held {len(held)} MiB for 20 s")'
+
+# k_kernel_peak: the kernel's high-water mark of kube-reserved's memory.
+k_kernel_peak() {
+	if [[ $(hierarchy) == v2 ]]; then
+		cat "$cg$K_KUBE/memory.peak"
+	else
+		cat "$(ctl memory "${K_KUBE#/}")/memory.max_usage_in_bytes"
+	fi
+}
+
+k_step11() {
+	local procs=() ctrl dir
+	rm -f "$work/history.jsonl"
+	cgalloc record "${K_CG_ARGS[@]}" --for 5m10s --every 5s --history "$work/history.jsonl" \
+		>"$work/record.out" 2>&1 &
+	K_REC_PID=$!
+	for ctrl in memory cpu,cpuacct pids; do
+		dir=$(ctl "$ctrl" "${K_KUBE#/}")
+		[[ -f $dir/cgroup.procs ]] && procs+=("$dir/cgroup.procs")
+		[[ $(hierarchy) == v2 ]] && break
+	done
+	[[ $(hierarchy) == v1 ]] && echo 0 >"$(ctl memory "${K_KUBE#/}")/memory.max_usage_in_bytes"
+	sleep 20 # a quiet start: the load comes inside the window
+	echo "recorder pid $K_REC_PID; the load (${K_REC_MIB} MiB) joins ${procs[*]}"
+	python3 -c "$K_REC_LOAD" "$K_REC_MIB" "${procs[@]}" || return 1
+	echo "kube-reserved's high-water mark (the kernel's): $(k_kernel_peak) bytes"
+	kill -0 "$K_REC_PID" && echo "the recorder is still running"
+}
+
+k_step12() {
+	local deadline=$((SECONDS + 600)) rc out=$K_EVID/$K_CFG
+	[[ -n ${K_REC_PID:-} ]] || { echo "no recorder: step 11 did not start one"; return 1; }
+	while kill -0 "$K_REC_PID" 2>/dev/null && ((SECONDS < deadline)); do sleep 5; done
+	kill "$K_REC_PID" 2>/dev/null && echo "the recorder outlived its window by 600 s: stopped"
+	wait "$K_REC_PID"
+	rc=$?
+	K_REC_PID=
+	echo "cgalloc record: exit $rc"
+	tail -n 5 "$work/record.out"
+	local args=("${K_CG_ARGS[@]}" --history "$work/history.jsonl" --min-window 5m)
+	echo "\$ cgalloc recommend ${args[*]}"
+	cgalloc recommend "${args[@]}" >"$out/recommend.txt" 2>&1
+	cat "$out/recommend.txt"
+	cgalloc recommend "${args[@]}" -o json >"$out/recommend.json" || return 1
+	"${K_PY[@]}" recommend-covers "$out/recommend.json" --load-mib "$K_REC_MIB" \
+		--kernel-peak "$(k_kernel_peak)" && [[ $rc == 0 ]]
+}
+
 # 8: with the kubelet and containerd stopped, teardown leaves the node as before setup; what
 # the kubelet made itself is left to it and must be named in teardown's report.
 k_step8() {
@@ -781,6 +847,7 @@ kubelet_config() {
 	fi
 	if [[ $K_MAIN == 1 ]]; then
 		kstep "$c" 5 "/stats/summary = cgalloc stats -o json, same moment (tolerance)" k_step5
+		kstep "$c" 11 "cgalloc record: a 5-minute window begins; a load runs in kube-reserved" k_step11
 		k_enforce_start
 		kstep "$c" 6a "a pod past its memory limit is OOM-killed in its pod cgroup" k_step6_oom
 		kstep "$c" 6b "a CPU-bound pod is throttled at its quota" k_step6_cpu
@@ -788,6 +855,7 @@ kubelet_config() {
 		k_del "${K_ENFORCE[@]}"
 		"${K_PY[@]}" pods "${K_ENFORCE[@]/#/--gone=}" --timeout 180 >/dev/null
 		kstep "$c" 9 "daemon-reload and a new pod slice leave the enforcement as set" k_step9
+		kstep "$c" 12 "cgalloc recommend covers the recorded peaks, beside the vendors' formulas" k_step12
 		kstep "$c" 10 "cost: the kubelet's CPU and scrapes beside cgalloc stats and exporter (no verdict)" k_step10
 	else
 		kstep "$c" 8 "clean exit: teardown leaves the node as before setup" k_step8

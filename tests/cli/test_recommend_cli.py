@@ -10,7 +10,7 @@ import os
 import pytest
 import yaml
 from clirun import run_cli
-from exportertree import GI, KUBE_ARGS, MI, inputs, make_node, values_for, window
+from exportertree import GI, KUBE_ARGS, MI, inputs, make_node, values_for, window, write_history
 
 from cgalloc.cli import exporter as exporter_cli
 from cgalloc.cli import record as record_cli
@@ -23,14 +23,6 @@ CAPACITY = ("--capacity", "cpu=4,memory=16Gi,ephemeral-storage=100Gi")
 @pytest.fixture
 def node(tmp_path):
     return make_node(tmp_path)
-
-
-def write_history(path, samples, max_samples=history.DEFAULT_MAX_SAMPLES) -> None:
-    head = history.header({"kube-reserved": "/kube.slice"}, 10, "node-a")
-    w = history.Writer(str(path), head, max_samples)
-    for s in samples:
-        w.append(s)
-    w.close()
 
 
 # ---- the history file -----------------------------------------------------------------------

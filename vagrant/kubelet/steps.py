@@ -7,6 +7,7 @@
     steps.py compare-summary SUMMARY.json STATS.json
     steps.py cost OUT.json --window S --rounds N [--exporter URL --exporter-pid PID] \
         -- CGALLOC_STATS_COMMAND...
+    steps.py recommend-covers RECOMMEND.json --load-mib N --kernel-peak BYTES [--min-seconds S]
 
 The kubelet's view comes from its read-only port (10255 on loopback): /pods, /stats/summary,
 /metrics/cadvisor and /metrics/resource.
@@ -646,6 +647,80 @@ def _scrape_costs(
     return lines
 
 
+# ---- step 12: `cgalloc recommend -o json` of the window step 11 recorded --------------------
+
+
+def cores(text: str) -> float:
+    """A CPU quantity as recommend prints it (``360m``, ``2``) in cores."""
+    m = re.fullmatch(r"(\d+)(m?)", str(text))
+    if not m:
+        raise ValueError(f"cpu quantity {text!r}")
+    return int(m.group(1)) / (1000 if m.group(2) else 1)
+
+
+def recommend_covers(
+    doc: dict, load_bytes: int, kernel_peak: int, min_seconds: float = 290
+) -> tuple[list[str], int]:
+    """Whether the recommendation covers what the window measured: each reservation's memory at
+    least the largest working set seen and its pids at least the most tasks seen, its CPU at
+    least the percentile's rate; the load made in kube-reserved seen by the recorder and by the
+    kernel; a window as long as asked; the vendors' formulas beside it."""
+    lines: list[str] = []
+    bad = 0
+
+    def check(ok: bool, text: str) -> None:
+        nonlocal bad
+        lines.append(f"{'ok' if ok else 'NOT'}: {text}")
+        bad += not ok
+
+    w = doc["window"]
+    check(
+        w["seconds"] >= min_seconds and w["samples"] >= 30,
+        f"window {w['seconds']} s, {w['samples']} samples (at least {min_seconds} s and 30)",
+    )
+    rec = doc["recommendation"]
+    for role, key in (("kube", "kubeReserved"), ("system", "systemReserved")):
+        m, r = doc["measured"].get(role), rec.get(key, {})
+        if m is None:
+            check(False, f"{role}: nothing measured")
+            continue
+        memory = quantity(r.get("memory", "0"))
+        check(
+            memory >= m["memoryWorkingSetPeak"],
+            f"{key} memory {r.get('memory')} = {memory} >= the largest working set seen "
+            f"{m['memoryWorkingSetPeak']} (sources {', '.join(m['sources'])})",
+        )
+        if m.get("pidsPeak") is not None and "pid" in r:
+            check(
+                int(r["pid"]) >= m["pidsPeak"],
+                f"{key} pid {r['pid']} >= {m['pidsPeak']} tasks seen",
+            )
+        if m.get("cpuCoresAtPercentile") is not None:
+            cpu = cores(r.get("cpu", "0"))
+            check(
+                cpu >= m["cpuCoresAtPercentile"],
+                f"{key} cpu {r.get('cpu')} >= {m['cpuCoresAtPercentile']:.3f} cores at the "
+                f"percentile (peak {m['cpuCoresPeak']:.3f})",
+            )
+    kube_peak = doc["measured"].get("kube", {}).get("memoryWorkingSetPeak", 0)
+    check(
+        kube_peak >= load_bytes,
+        f"the recorder saw the load: kube-reserved's largest working set {kube_peak} >= "
+        f"{load_bytes}",
+    )
+    check(
+        kernel_peak >= load_bytes,
+        f"the kernel's own high-water mark of kube-reserved {kernel_peak} >= {load_bytes} "
+        f"(recommended {rec.get('kubeReserved', {}).get('memory')})",
+    )
+    names = [row["name"] for row in doc.get("compared", [])]
+    check(
+        names[:2] == ["configured", "recommended"] and len(names) >= 6,
+        f"side by side: {', '.join(names)}",
+    )
+    return lines, bad
+
+
 def main(argv: list[str]) -> int:
     command: list[str] = []
     if "--" in argv:
@@ -680,6 +755,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--exporter", help="the exporter's /metrics URL")
     p.add_argument("--exporter-pid", type=int)
+    p = sub.add_parser("recommend-covers")
+    p.add_argument("doc")
+    p.add_argument("--load-mib", type=int, required=True)
+    p.add_argument("--kernel-peak", type=int, required=True)
+    p.add_argument("--min-seconds", type=float, default=290)
     a = ap.parse_args(argv)
     if a.cmd == "cost" and (a.exporter is None) != (a.exporter_pid is None):
         ap.error("cost: --exporter and --exporter-pid go together")
@@ -698,6 +778,12 @@ def main(argv: list[str]) -> int:
     if a.cmd == "compare-summary":
         lines, bad = compare_summary(
             json.loads(Path(a.summary).read_text()), json.loads(Path(a.stats).read_text())
+        )
+        print("\n".join(lines))
+        return 1 if bad else 0
+    if a.cmd == "recommend-covers":
+        lines, bad = recommend_covers(
+            json.loads(Path(a.doc).read_text()), a.load_mib << 20, a.kernel_peak, a.min_seconds
         )
         print("\n".join(lines))
         return 1 if bad else 0
