@@ -4,9 +4,10 @@ every target's verdict. ``python -m bench setup`` runs the setup benchmark (pyte
   python -m bench [--trees fake-v1,fake-v2,real] [--suites read,commands,setup]
                   [--json PATH] [--markdown PATH]
 
-Knobs: CGALLOC_BENCH_PODS (pods, default 1000, 3 containers each), CGALLOC_BENCH_ROUNDS
-(rounds, default 5), CGALLOC_BENCH_SLOW_ROUNDS (rounds the slow contenders take part in,
-default 3; 0 leaves them out).
+Knobs: CGALLOC_BENCH_PODS (pods, default 1000, 3 containers each), CGALLOC_BENCH_SETUP_PODS
+(the setup suite's pods, default CGALLOC_BENCH_PODS), CGALLOC_BENCH_ROUNDS (rounds, default 5),
+CGALLOC_BENCH_SLOW_ROUNDS (rounds the slow contenders take part in, default 3; 0 leaves them
+out).
 
 Exit status 1 when any contender failed (its row says "failed: ..."), after every table and file
 is written: a broken contender must not pass as a benchmark run.
@@ -26,8 +27,14 @@ import tempfile
 from bench import command_suite, read_suite, report, rounds, trees
 
 # the environment the suites read: printed with the command, which reproduces nothing without it
-KNOBS = ("CGALLOC_BENCH_REAL", "CGALLOC_BENCH_PODS", "CGALLOC_BENCH_ROUNDS",
-         "CGALLOC_BENCH_SLOW_ROUNDS", "CGALLOC_BENCH_FLAT_PODS")  # fmt: skip
+KNOBS = (
+    "CGALLOC_BENCH_REAL",
+    "CGALLOC_BENCH_PODS",
+    "CGALLOC_BENCH_SETUP_PODS",
+    "CGALLOC_BENCH_ROUNDS",
+    "CGALLOC_BENCH_SLOW_ROUNDS",
+    "CGALLOC_BENCH_FLAT_PODS",
+)
 
 TREES = ("fake-v1", "fake-v2", "real")
 

@@ -4,6 +4,9 @@ it: before, every setup contender could fail inside the VMs and the step still p
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -46,3 +49,17 @@ def test_exit_status_follows_failed_rows(monkeypatch, tmp_path, capsys, broken, 
     else:
         assert rows == {"works": "", "breaks": ""}
         assert "FAILED" not in err
+
+
+@pytest.mark.parametrize(
+    "env, pods",
+    [({"CGALLOC_BENCH_PODS": "1000"}, 1000),
+     ({"CGALLOC_BENCH_PODS": "1000", "CGALLOC_BENCH_SETUP_PODS": "110"}, 110)],
+)  # fmt: skip
+def test_the_setup_suite_takes_its_own_pod_count(env, pods):
+    """One run reads a tree of 1000 pods and sets up a node of 110 (docs/performance.md)."""
+    code = "from bench import bench_setup, trees; print(bench_setup.PODS, trees.PODS)"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CGALLOC_BENCH_")}
+    out = subprocess.run([sys.executable, "-c", code], env={**base, **env}, check=True,
+                         capture_output=True, text=True).stdout.split()  # fmt: skip
+    assert out == [str(pods), "1000"]

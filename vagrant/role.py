@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/deploy"))
 
 import role_runs
+from results import ROLE_PREFIX  # vagrant/results.py, beside this script
 
 CONFIG = "/etc/cgalloc/role-kubelet.yaml"
 VENV = "/opt/cgalloc"
@@ -76,7 +77,7 @@ def main(argv: list[str]) -> int:
         result = {"error": f"preparing {host}: {said}"} if rc else run(driver)
     seconds = round(time.monotonic() - started)
     steps = [
-        {"step": f"ansible role: {name}", "ok": ok, "rc": 0 if ok else 1, "seconds": 0.0,
+        {"step": f"{ROLE_PREFIX}{name}", "ok": ok, "rc": 0 if ok else 1, "seconds": 0.0,
          "detail": "" if ok else evidence[-3000:]}
         for name, ok, evidence in role_runs.verdicts(result)
     ]  # fmt: skip
