@@ -207,8 +207,20 @@ def document(
             "evictionHard": dict(sorted(rec.eviction.items())),
         },
         "compared": rows,
-        "notes": list(rec.notes),
+        "notes": [*rec.notes, *_nothing_left(rows[1]["allocatable"], capacity)],
     }
+
+
+def _nothing_left(allocatable: Mapping[str, str], capacity: Mapping[str, Quantity]) -> list[str]:
+    """A note for each resource the recommendation leaves no Allocatable of: the kubelet would
+    admit no pod asking for it, which an operator must hear before applying it."""
+    return [
+        f"{r}: the recommendation leaves no Allocatable {r} on this node (capacity"
+        f" {capacity[r]}): its daemons used that much in this window; record a longer or"
+        " quieter window, or give the node more."
+        for r in (CPU, MEMORY)
+        if r in allocatable and Quantity.parse(allocatable[r]).sign() <= 0
+    ]
 
 
 def _rfc3339(t: float) -> str:

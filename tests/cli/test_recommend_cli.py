@@ -198,6 +198,26 @@ def test_recommend_json(capsys, recorded):
     assert rows["kubespray"]["kubeReserved"]["pid"] == "1000"
 
 
+def test_recommend_says_when_it_leaves_nothing_allocatable(capsys, recorded):
+    """The worked example's window on a node of 400m: kube 360m + system 60m leave no
+    Allocatable cpu (the kubelet floors it at 0), which a note says; memory is left."""
+    small = "cpu=400m,memory=16Gi,ephemeral-storage=100Gi"
+    code, out, err = run_cli(
+        capsys, "recommend", "--history", recorded, "--capacity", small, "-o", "json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["compared"][1]["allocatable"]["cpu"] == "0"
+    left = [n for n in doc["notes"] if "leaves no Allocatable" in n]
+    assert left == [
+        "cpu: the recommendation leaves no Allocatable cpu on this node (capacity 400m): its"
+        " daemons used that much in this window; record a longer or quieter window, or give"
+        " the node more."
+    ]
+    _, out, _ = rec(capsys, recorded, "-o", "json")  # 4 cpus: room left, no such note
+    assert not [n for n in json.loads(out)["notes"] if "leaves no Allocatable" in n]
+
+
 def test_recommend_flags(capsys, recorded):
     code, out, _ = rec(capsys, recorded, "--emit", "flags")
     assert code == 0
