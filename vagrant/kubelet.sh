@@ -677,14 +677,9 @@ for _ in range(int(sys.argv[1])):
 time.sleep(20)
 print(f"the load held {len(held)} MiB for 20 s")'
 
-# k_kernel_peak: the kernel's high-water mark of kube-reserved's memory.
-k_kernel_peak() {
-	if [[ $(hierarchy) == v2 ]]; then
-		cat "$cg$K_KUBE/memory.peak"
-	else
-		cat "$(ctl memory "${K_KUBE#/}")/memory.max_usage_in_bytes"
-	fi
-}
+# The kernel's high-water mark of a cgroup's memory (v1's can be reset by writing 0).
+k_peakfile() { [[ $(hierarchy) == v2 ]] && echo memory.peak || echo memory.max_usage_in_bytes; }
+k_kernel_peak() { k_read memory "${K_KUBE#/}" "$(k_peakfile)"; }
 
 k_step11() {
 	local procs=() ctrl dir
@@ -697,7 +692,7 @@ k_step11() {
 		[[ -f $dir/cgroup.procs ]] && procs+=("$dir/cgroup.procs")
 		[[ $(hierarchy) == v2 ]] && break
 	done
-	[[ $(hierarchy) == v1 ]] && echo 0 >"$(ctl memory "${K_KUBE#/}")/memory.max_usage_in_bytes"
+	[[ $(hierarchy) == v1 ]] && echo 0 >"$(k_path memory "${K_KUBE#/}")/$(k_peakfile)"
 	sleep 20 # a quiet start: the load comes inside the window
 	echo "recorder pid $K_REC_PID; the load (${K_REC_MIB} MiB) joins ${procs[*]}"
 	python3 -c "$K_REC_LOAD" "$K_REC_MIB" "${procs[@]}" || return 1
