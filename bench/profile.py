@@ -6,7 +6,8 @@ its floor (docs/performance.md), as cProfile's cumulative table of one run in th
   the bench's in-process rounds run it;
 - ``teardown``: the same for ``teardown --quiet``, after a setup of that node;
 - ``stats``: ``stats -o json`` over the commands suite's fake v2 tree (CGALLOC_BENCH_PODS), the
-  first run of this process, its imports included, as the bench runs it as a whole process.
+  first run of this process, so the imports the command makes (typer, its own modules) are in
+  it, as in the bench's whole-process runs.
 
 cProfile slows Python, not the syscalls: read the parts, not their sum.
 """
@@ -53,7 +54,7 @@ def profile(which: str) -> pstats.Stats:
                     raise
     else:
         once = _node_run(which)
-        once(cProfile.Profile())  # unprofiled in effect: the warm-up the bench's rounds have
+        once(cProfile.Profile())  # the warm-up the bench's rounds have; its profile dropped
         once(prof)
     return pstats.Stats(prof, stream=sys.stdout)
 
